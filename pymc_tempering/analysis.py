@@ -1,0 +1,209 @@
+"""Reading results: the log marginal likelihood, unweighted resamples and weighted summaries.
+
+These work on any method's result, since they read only the layout built by
+:mod:`pymc_tempering.results`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import arviz as az
+import numpy as np
+import pandas as pd
+import xarray as xr
+from scipy.special import logsumexp
+from xarray import DataTree
+
+from pymc_tempering.estimators import kish_ess, weighted_mean
+
+__all__ = ["LogMarginalLikelihood", "log_marginal_likelihood", "resample", "weighted_summary"]
+
+
+@dataclass(frozen=True)
+class LogMarginalLikelihood:
+    """A log marginal likelihood estimate.
+
+    Attributes
+    ----------
+    estimate : float
+        Pooled over chains.
+    standard_error : float
+        Monte Carlo standard error of ``estimate``.
+    per_chain : ndarray
+        The estimate from each chain alone; their spread is a check on ``standard_error``.
+    method : str
+    """
+
+    estimate: float
+    standard_error: float
+    per_chain: np.ndarray
+    method: str
+
+    def __str__(self) -> str:
+        return f"{self.estimate:.3f} ± {self.standard_error:.3f}"
+
+
+def _require(idata: DataTree, group: str, var: str | None = None):
+    if group not in idata.children or (var is not None and var not in idata[group]):
+        what = f"{group}.{var}" if var else group
+        raise ValueError(
+            f"The result has no {what}; pass a DataTree returned by a pymc_tempering method."
+        )
+
+
+def log_marginal_likelihood(idata: DataTree) -> LogMarginalLikelihood:
+    """The log marginal likelihood of a result, with its standard error.
+
+    Parameters
+    ----------
+    idata : xarray.DataTree
+        A result of a pymc_tempering method that estimates the evidence.
+
+    Returns
+    -------
+    LogMarginalLikelihood
+    """
+    if "log_marginal_likelihood" not in idata.attrs:
+        raise ValueError(
+            f"This result (method {idata.attrs.get('method', 'unknown')!r}) carries no log "
+            "marginal likelihood."
+        )
+    _require(idata, "sample_stats", "log_marginal_likelihood")
+    return LogMarginalLikelihood(
+        estimate=float(idata.attrs["log_marginal_likelihood"]),
+        standard_error=float(idata.attrs["log_marginal_likelihood_se"]),
+        per_chain=np.asarray(idata["sample_stats"]["log_marginal_likelihood"].values, dtype=float),
+        method=str(idata.attrs.get("method", "")),
+    )
+
+
+def _log_weight(idata: DataTree) -> np.ndarray:
+    _require(idata, "sample_stats", "log_weight")
+    lw = idata["sample_stats"]["log_weight"].transpose("chain", "draw", ...).values
+    if lw.ndim != 2:
+        raise NotImplementedError("Only one weight per draw is supported here.")
+    if not np.any(np.isfinite(lw)):
+        raise ValueError("All log weights are -inf or NaN.")
+    return np.asarray(lw, dtype=float)
+
+
+def resample(idata: DataTree, draws: int | None = None, random_seed=None) -> DataTree:
+    """Unweighted draws by importance resampling of the weighted posterior.
+
+    Parameters
+    ----------
+    idata : xarray.DataTree
+        A weighted result.
+    draws : int, optional
+        Number of draws. ``None`` (default) keeps the number of draws and uses stratified
+        resampling (lower variance); a number uses multinomial resampling.
+    random_seed : int, optional
+
+    Returns
+    -------
+    xarray.DataTree
+        One chain of resampled draws in ``posterior`` (plus the model's observed and constant
+        data), for ``az.summary``, ``az.plot_dist`` and the like. Resampled draws repeat: the
+        number of distinct ones is about ``weighted_summary(...)["ess_weights"]``, and MCMC
+        diagnostics such as R-hat do not apply to them.
+    """
+    _require(idata, "posterior")
+    lw = _log_weight(idata)
+    weights = np.exp(lw - logsumexp(lw)).ravel()
+    weights = weights / weights.sum()
+    n = weights.size if draws is None else int(draws)
+    resampled = az.extract(
+        idata,
+        group="posterior",
+        num_samples=n,
+        weights=weights,
+        resampling_method="stratified" if draws is None else "multinomial",
+        random_seed=random_seed,
+        keep_dataset=True,
+    )
+    resampled = (
+        resampled.drop_vars(["sample", "chain", "draw"])
+        .rename({"sample": "draw"})
+        .assign_coords(draw=np.arange(n))
+        .expand_dims(chain=[0])
+        .transpose("chain", "draw", ...)
+    )
+    groups = {"/posterior": resampled}
+    for name in ("observed_data", "constant_data"):
+        if name in idata.children:
+            groups[f"/{name}"] = idata[name].to_dataset()
+    tree = DataTree.from_dict(groups)
+    tree.attrs = {"method": f"resampled {idata.attrs.get('method', '')}".strip()}
+    return tree
+
+
+def _labels(name: str, da: xr.DataArray) -> list[str]:
+    extra = [d for d in da.dims if d not in ("chain", "draw")]
+    if not extra:
+        return [name]
+    coords = [da[d].values if d in da.coords else np.arange(da.sizes[d]) for d in extra]
+    return [f"{name}[{', '.join(str(c) for c in combo)}]" for combo in itertools.product(*coords)]
+
+
+def weighted_summary(
+    idata: DataTree, var_names: list[str] | None = None, prob: float = 0.94
+) -> pd.DataFrame:
+    """Weighted posterior summary (eq. 21 of the CT paper for tempering results).
+
+    Parameters
+    ----------
+    idata : xarray.DataTree
+        A weighted result.
+    var_names : list of str, optional
+        Variables of ``posterior`` to summarise; default all.
+    prob : float
+        Mass of the equal-tailed interval reported.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per scalar element: weighted ``mean``, ``sd``, the interval's quantiles
+        (``eti_lo``, ``eti_hi``), ``median``, ``mcse_mean`` (delta method with the multi-chain
+        ESS of :mod:`pymc_tempering.estimators`) and ``ess_weights`` (Kish's effective sample
+        size of the weights, the same for every row; also in ``DataFrame.attrs``).
+    """
+    if not 0 < prob < 1:
+        raise ValueError(f"prob must lie in (0, 1), got {prob}.")
+    _require(idata, "posterior")
+    lw = _log_weight(idata)
+    posterior = idata["posterior"].to_dataset()
+    names = list(posterior.data_vars) if var_names is None else list(var_names)
+    missing = [n for n in names if n not in posterior]
+    if missing:
+        raise ValueError(f"Variables {missing} are not in the posterior.")
+    w = np.exp(lw - lw.max()).ravel()
+    w = w / w.sum()
+    ess_w = kish_ess(lw)
+    q_lo, q_hi = (1 - prob) / 2, 1 - (1 - prob) / 2
+    rows, index = [], []
+    for name in names:
+        da = posterior[name].transpose("chain", "draw", ...)
+        values = np.asarray(da.values, dtype=float)
+        flat = values.reshape(values.shape[0] * values.shape[1], -1)
+        mean, mcse = weighted_mean(values.reshape(values.shape[:2] + (-1,)), lw)
+        var = np.einsum("n,nk->k", w, (flat - mean) ** 2)
+        quantiles = np.quantile(flat, [q_lo, 0.5, q_hi], axis=0, weights=w, method="inverted_cdf")
+        for k, label in enumerate(_labels(name, da)):
+            index.append(label)
+            rows.append(
+                {
+                    "mean": mean[k],
+                    "sd": np.sqrt(var[k]),
+                    "eti_lo": quantiles[0, k],
+                    "median": quantiles[1, k],
+                    "eti_hi": quantiles[2, k],
+                    "mcse_mean": mcse[k],
+                    "ess_weights": ess_w,
+                }
+            )
+    df = pd.DataFrame(rows, index=index)
+    df.attrs["ess_weights"] = ess_w
+    df.attrs["prob"] = prob
+    return df

@@ -1,0 +1,168 @@
+"""Weights, log normalising constants and their standard errors, on plain arrays.
+
+Array level only: inputs are numpy arrays shaped ``(chain, draw, ...)``. Effective sample sizes
+come from arviz-stats' array interface.
+
+Standard errors
+---------------
+Every estimator here is a ratio of two sample means, ``mean(a) / mean(b)``. Its Monte Carlo
+standard error comes from the delta method on the linearised series
+``z_t = a_t / mean(a) - b_t / mean(b)`` (for a log ratio) or ``z_t = b_t (f_t - est) / mean(b)``
+(for a weighted mean): ``se = sd(z) / sqrt(ess(z))``, where ``ess`` is the multi-chain effective
+sample size of arviz-stats (``method="mean"``). That ESS combines the autocorrelation within
+chains with the variance between chains (the split-chain, Stan-style estimator), so chains that
+disagree inflate the standard error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from arviz_stats.base.array import array_stats
+from scipy.special import logsumexp
+
+__all__ = [
+    "ct_log_weights",
+    "log_ratio_of_means",
+    "weighted_mean",
+    "log_marginal_likelihood_ct",
+    "kish_ess",
+]
+
+
+def _log_abs_expm1(x: np.ndarray) -> np.ndarray:
+    """``log|exp(x) - 1|``, stable for any sign and size of ``x`` (``-inf`` at 0)."""
+    x = np.asarray(x, dtype=float)
+    with np.errstate(divide="ignore"):
+        pos = x + np.log(-np.expm1(-np.abs(x)))  # x > 0: x + log(1 - exp(-x))
+        neg = np.log(-np.expm1(-np.abs(x)))  # x < 0: log(1 - exp(x))
+    return np.where(x > 0, pos, neg)
+
+
+def ct_log_weights(delta) -> tuple[np.ndarray, np.ndarray]:
+    """Log of the Rao-Blackwellised weights ``w0`` and ``w1`` of eq. (20) of the CT paper.
+
+    ``w0(x) = D / (1 - exp(-D))`` and ``w1(x) = D / (exp(D) - 1)`` with ``D = Delta(x)``,
+    i.e. ``w1 = p(beta = 1 | x)`` and ``w0 = p(beta = 0 | x)`` under eq. (17). Both are 1 at
+    ``D = 0``; the computation is stable for any finite ``D``.
+
+    Parameters
+    ----------
+    delta : array_like
+        ``Delta(x) = phi(x) + log zeta - psi(x) = log zeta + log q(x) - log p(x)``.
+
+    Returns
+    -------
+    log_w0, log_w1 : ndarray
+    """
+    d = np.asarray(delta, dtype=float)
+    with np.errstate(divide="ignore"):
+        log_w1 = np.where(d == 0, 0.0, np.log(np.abs(d)) - _log_abs_expm1(d))
+    log_w0 = log_w1 + d  # w0 = w1 * exp(D)
+    return log_w0, log_w1
+
+
+def _as_chain_draw(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=float)
+    if x.ndim == 1:
+        x = x[None, :]
+    if x.ndim != 2:
+        raise ValueError(f"Expected an array shaped (chain, draw), got shape {x.shape}.")
+    return x
+
+
+def _mcse_of_mean(z: np.ndarray) -> float:
+    """Standard error of the mean of a (chain, draw) series, from its multi-chain ESS."""
+    if z.shape[1] < 4:
+        return float("nan")
+    sd = np.std(z, ddof=1)
+    if sd == 0:
+        return 0.0
+    ess = float(array_stats.ess(z, chain_axis=0, draw_axis=1, method="mean"))
+    return float(sd / np.sqrt(max(ess, 1.0)))
+
+
+def log_ratio_of_means(log_a, log_b) -> tuple[float, float]:
+    """``log(mean(a) / mean(b))`` from log values, and its standard error.
+
+    Parameters
+    ----------
+    log_a, log_b : array_like, shape (chain, draw) or (draw,)
+
+    Returns
+    -------
+    estimate, standard_error : float
+        The standard error is that of the log ratio (delta method, see the module docstring).
+    """
+    log_a, log_b = _as_chain_draw(log_a), _as_chain_draw(log_b)
+    n = log_a.size
+    log_mean_a = logsumexp(log_a) - np.log(n)
+    log_mean_b = logsumexp(log_b) - np.log(n)
+    z = np.exp(log_a - log_mean_a) - np.exp(log_b - log_mean_b)
+    return float(log_mean_a - log_mean_b), _mcse_of_mean(z)
+
+
+def log_marginal_likelihood_ct(delta, log_zeta: float) -> tuple[float, float, np.ndarray]:
+    """The continuous tempering estimate of log Z (eq. 20).
+
+    ``log Z = log zeta + log(sum w1 / sum w0)``.
+
+    Parameters
+    ----------
+    delta : array_like, shape (chain, draw)
+    log_zeta : float
+
+    Returns
+    -------
+    estimate : float
+        Pooled over all chains.
+    standard_error : float
+        Delta-method standard error with the multi-chain ESS (module docstring).
+    per_chain : ndarray, shape (chain,)
+        The estimate from each chain alone.
+    """
+    delta = _as_chain_draw(delta)
+    log_w0, log_w1 = ct_log_weights(delta)
+    estimate, se = log_ratio_of_means(log_w1, log_w0)
+    per_chain = log_zeta + logsumexp(log_w1, axis=1) - logsumexp(log_w0, axis=1)
+    return float(log_zeta + estimate), se, per_chain
+
+
+def weighted_mean(values, log_weight) -> tuple[np.ndarray, np.ndarray]:
+    """Self-normalised weighted mean of ``values`` (eqs. 21-22) and its standard error.
+
+    Parameters
+    ----------
+    values : array_like, shape (chain, draw, ...)
+    log_weight : array_like, shape (chain, draw)
+        Unnormalised log weights.
+
+    Returns
+    -------
+    mean, standard_error : ndarray, shape ``values.shape[2:]``
+    """
+    log_weight = _as_chain_draw(log_weight)
+    values = np.asarray(values, dtype=float)
+    if values.shape[:2] != log_weight.shape:
+        if log_weight.shape[0] == 1 and values.shape[:1] == log_weight.shape[1:]:
+            values = values[None]  # one chain given without its chain axis
+        else:
+            raise ValueError(
+                f"values of shape {values.shape} do not start with the weights' shape "
+                f"{log_weight.shape}."
+            )
+    w = np.exp(log_weight - np.max(log_weight))
+    w = w / np.mean(w)
+    extra = values.shape[2:]
+    flat = values.reshape(values.shape[:2] + (-1,))
+    mean = np.einsum("cd,cdk->k", w, flat) / w.size
+    se = np.array([_mcse_of_mean(w * (flat[..., k] - mean[k])) for k in range(flat.shape[-1])])
+    return mean.reshape(extra), se.reshape(extra)
+
+
+def kish_ess(log_weight) -> float:
+    """Kish's effective sample size of importance weights, ``(sum w)^2 / sum w^2``.
+
+    It ignores autocorrelation: it says how many equally weighted draws the weights are worth.
+    """
+    lw = np.asarray(log_weight, dtype=float).ravel()
+    return float(np.exp(2 * logsumexp(lw) - logsumexp(2 * lw)))

@@ -1,0 +1,121 @@
+"""The one place that builds the result ``DataTree`` every method returns.
+
+Layout (see DESIGN.md):
+
+- ``posterior``: the original model's variables under their own names and dims, in constrained
+  space, plus method variables (``inverse_temperature``, ``temperature_control``, ...);
+- ``unconstrained_posterior``: the transformed value variables (``sigma_log__``, ...), so the
+  flat unconstrained draws can be rebuilt without inverting transforms;
+- ``sample_stats``: the sampler's stats, plus ``log_weight`` (chain, draw[, ...]) and
+  ``log_marginal_likelihood`` (chain);
+- ``observed_data`` / ``constant_data`` of the user's model;
+- root ``attrs``: scalars only (pooled ``log_marginal_likelihood``, its ``_se``, ``method``,
+  ``log_zeta`` and the method's settings).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import pymc
+import xarray as xr
+from pymc.backends.arviz import (
+    coords_and_dims_for_inferencedata,
+    dict_to_dataset,
+    find_constants,
+    find_observations,
+)
+from xarray import DataTree
+
+from pymc_tempering.target import Target
+
+__all__ = ["build_result"]
+
+
+def _model_data_groups(target: Target) -> dict[str, xr.Dataset]:
+    coords, dims = coords_and_dims_for_inferencedata(target.model)
+    groups = {}
+    for name, found in [
+        ("observed_data", find_observations(target.model)),
+        ("constant_data", find_constants(target.model)),
+    ]:
+        if found:
+            groups[name] = dict_to_dataset(
+                found, inference_library=pymc, coords=coords, dims=dims, sample_dims=[]
+            )
+    return groups
+
+
+def _check_scalar_attrs(attrs: dict) -> dict:
+    out = {}
+    for key, value in attrs.items():
+        if value is None:
+            continue
+        if isinstance(value, np.generic):
+            value = value.item()
+        if not isinstance(value, str | numbers.Number | bool):
+            raise TypeError(f"Result attrs hold scalars only; {key!r} is {type(value).__name__}.")
+        out[key] = value
+    return out
+
+
+def build_result(
+    sampled: DataTree,
+    target: Target,
+    *,
+    method: str,
+    log_weight: np.ndarray | None = None,
+    log_marginal_likelihood: tuple[float, float, np.ndarray] | None = None,
+    attrs: dict | None = None,
+) -> DataTree:
+    """Turn a sampler's ``DataTree`` into the library's result layout.
+
+    Parameters
+    ----------
+    sampled : xarray.DataTree
+        What the sampler returned. Its ``posterior`` holds the original variables (under their
+        own names) and, for transformed ones, the value variables under their value names.
+    target : Target
+        The user's model, for its observed and constant data and its transformed names.
+    method : str
+        The method's name, stored in ``attrs["method"]``.
+    log_weight : ndarray, shape (chain, draw[, ...]), optional
+        Unnormalised log importance weights of the draws.
+    log_marginal_likelihood : (estimate, standard_error, per_chain), optional
+    attrs : dict, optional
+        Further scalar settings for the root ``attrs``.
+
+    Returns
+    -------
+    xarray.DataTree
+    """
+    posterior = sampled["posterior"].to_dataset()
+    moved = [name for name in target.transformed_names if name in posterior]
+    groups: dict[str, xr.Dataset] = {"posterior": posterior.drop_vars(moved)}
+    if moved:
+        groups["unconstrained_posterior"] = posterior[moved]
+
+    stats = sampled["sample_stats"].to_dataset() if "sample_stats" in sampled else xr.Dataset()
+    chain_draw = {"chain": posterior["chain"], "draw": posterior["draw"]}
+    if log_weight is not None:
+        log_weight = np.asarray(log_weight, dtype=float)
+        extra_dims = [f"log_weight_dim_{i}" for i in range(log_weight.ndim - 2)]
+        stats["log_weight"] = xr.DataArray(
+            log_weight, dims=["chain", "draw", *extra_dims], coords=chain_draw
+        )
+    root_attrs = {"method": method}
+    if log_marginal_likelihood is not None:
+        estimate, se, per_chain = log_marginal_likelihood
+        stats["log_marginal_likelihood"] = xr.DataArray(
+            np.asarray(per_chain, dtype=float), dims=["chain"], coords={"chain": posterior["chain"]}
+        )
+        root_attrs["log_marginal_likelihood"] = float(estimate)
+        root_attrs["log_marginal_likelihood_se"] = float(se)
+    groups["sample_stats"] = stats
+    groups.update(_model_data_groups(target))
+
+    root_attrs.update(attrs or {})
+    tree = DataTree.from_dict({f"/{name}": ds for name, ds in groups.items()})
+    tree.attrs = _check_scalar_attrs(root_attrs)
+    return tree

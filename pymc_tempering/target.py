@@ -1,0 +1,187 @@
+"""The target: a PyMC model's log density on the flat unconstrained space.
+
+Everything in the library that needs the model's log density gets it from here, built once from
+PyMC's own API (``model.logp(jacobian=True)``, ``model.value_vars``, ``DictToArrayBijection``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cached_property
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+from pymc.blocking import DictToArrayBijection, RaveledVars
+from pymc.model import modelcontext
+from pymc.vartypes import discrete_types
+from pytensor.graph.replace import graph_replace
+
+__all__ = ["Target"]
+
+
+class Target:
+    """A PyMC model's joint log density on the flat unconstrained space.
+
+    The flat space is the concatenation of the raveled value variables of the model
+    (``model.value_vars``, i.e. the free variables after PyMC's default transforms), in the
+    order PyMC lists them. The log density includes the Jacobians of those transforms, so it is
+    the density the samplers see.
+
+    Parameters
+    ----------
+    model : pymc.Model, optional
+        The model. Taken from the context when omitted. It is never modified.
+
+    Raises
+    ------
+    ValueError
+        If the model has discrete free variables (gradient-based methods cannot move them) or
+        no free variables at all (there is nothing to sample).
+
+    Attributes
+    ----------
+    model : pymc.Model
+    names : list of str
+        Names of the value variables, in flat order.
+    shapes : list of tuple
+    ndim : int
+        Dimension of the flat space.
+    """
+
+    def __init__(self, model: pm.Model | None = None):
+        model = modelcontext(model)
+        discrete = [rv.name for rv in model.free_RVs if rv.dtype in discrete_types]
+        if discrete:
+            raise ValueError(
+                f"The model has discrete free variables {discrete}. The tempering methods move "
+                "every free variable with gradients; marginalise the discrete variables out (for "
+                "example with pymc-extras' marginalize) or make them observed."
+            )
+        if not model.free_RVs:
+            raise ValueError(
+                "The model has no free variables: there is nothing to sample and its marginal "
+                "likelihood is just its log density at the observed data."
+            )
+        self.model = model
+        self.value_vars = list(model.value_vars)
+        point = model.initial_point()
+        self._point_map_info = DictToArrayBijection.map(
+            {v.name: np.asarray(point[v.name]) for v in self.value_vars}
+        ).point_map_info
+        self.names = [info[0] for info in self._point_map_info]
+        self.shapes = [tuple(info[1]) for info in self._point_map_info]
+        self.sizes = [int(info[2]) for info in self._point_map_info]
+        self.ndim = int(sum(self.sizes))
+        self._value_to_rv = {model.rvs_to_values[rv].name: rv for rv in model.free_RVs}
+        self.transformed_names = [
+            name
+            for name in self.names
+            if model.rvs_to_transforms.get(self._value_to_rv[name]) is not None
+        ]
+
+    # ------------------------------------------------------------------ symbolic interface
+    def unravel_graph(self, x: pt.TensorVariable) -> dict[str, pt.TensorVariable]:
+        """Split a symbolic flat vector into named value tensors with the model's shapes."""
+        values, start = {}, 0
+        for name, shape, size in zip(self.names, self.shapes, self.sizes, strict=True):
+            values[name] = x[start : start + size].reshape(shape)
+            start += size
+        return values
+
+    def ravel_graph(self, values: Mapping[str, pt.TensorVariable]) -> pt.TensorVariable:
+        """Concatenate named symbolic value tensors into the flat vector."""
+        return pt.concatenate([pt.as_tensor(values[name]).ravel() for name in self.names])
+
+    def _replace_values(self, outputs, values):
+        replace = {v: pt.as_tensor(values[v.name]).astype(v.dtype) for v in self.value_vars}
+        return graph_replace(outputs, replace=replace, strict=False)
+
+    def logp_graph(self, values: Mapping[str, pt.TensorVariable]) -> pt.TensorVariable:
+        """The model's joint log density (with Jacobians) at symbolic named values."""
+        return self._replace_values([self._logp], values)[0]
+
+    def constrained_graph(
+        self, values: Mapping[str, pt.TensorVariable]
+    ) -> dict[str, pt.TensorVariable]:
+        """The model's free variables (constrained) and deterministics at symbolic values."""
+        names = list(self._constrained_names)
+        outs = self._replace_values(self._constrained_outputs, values)
+        return dict(zip(names, outs, strict=True))
+
+    @cached_property
+    def _logp(self):
+        return self.model.logp(jacobian=True)
+
+    @cached_property
+    def _constrained_names(self):
+        return [rv.name for rv in self.model.free_RVs] + [
+            d.name for d in self.model.deterministics
+        ]
+
+    @cached_property
+    def _constrained_outputs(self):
+        return self.model.replace_rvs_by_values(
+            list(self.model.free_RVs) + list(self.model.deterministics)
+        )
+
+    def dims(self, name: str) -> tuple[str, ...] | None:
+        """The dims the model gave to a named variable, if any."""
+        dims = self.model.named_vars_to_dims.get(name)
+        return tuple(dims) if dims is not None else None
+
+    # ------------------------------------------------------------------ numeric interface
+    def ravel(self, point: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Flatten a dict of unconstrained values (keyed by value-variable name)."""
+        return DictToArrayBijection.map(
+            {name: np.asarray(point[name]) for name in self.names}
+        ).data.astype(float)
+
+    def unravel(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Split a flat vector into a dict of unconstrained values."""
+        x = np.asarray(x, dtype=float)
+        if x.shape != (self.ndim,):
+            raise ValueError(f"Expected a flat vector of length {self.ndim}, got shape {x.shape}.")
+        return DictToArrayBijection.rmap(RaveledVars(x, self._point_map_info))
+
+    @cached_property
+    def _compiled(self):
+        x = pt.vector("x", dtype="float64")
+        logp = self.logp_graph(self.unravel_graph(x))
+        grad = pytensor.grad(logp, x)
+        logp_fn = pytensor.function([x], logp)
+        logp_grad_fn = pytensor.function([x], [logp, grad])
+        constrained = self.constrained_graph(self.unravel_graph(x))
+        constrained_fn = pytensor.function([x], list(constrained.values()))
+        return logp_fn, logp_grad_fn, constrained_fn
+
+    def logp(self, x: np.ndarray) -> np.ndarray:
+        """Log density at flat points; ``x`` has shape ``(..., ndim)``."""
+        x = np.asarray(x, dtype=float)
+        fn = self._compiled[0]
+        flat = x.reshape(-1, self.ndim)
+        out = np.array([fn(row) for row in flat], dtype=float)
+        return out.reshape(x.shape[:-1])
+
+    def logp_and_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """Log density and its gradient at one flat point."""
+        logp, grad = self._compiled[1](np.asarray(x, dtype=float))
+        return float(logp), np.asarray(grad)
+
+    def constrained(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Map one flat point to the model's named constrained variables and deterministics."""
+        values = self._compiled[2](np.asarray(x, dtype=float))
+        return dict(zip(self._constrained_names, values, strict=True))
+
+    def flat_draws(self, posterior) -> np.ndarray:
+        """Flat unconstrained draws ``(chain, draw, ndim)`` from a posterior-like dataset.
+
+        Each value variable is looked up by its own name (``s_log__`` for a transformed ``s``).
+        """
+        parts = []
+        for name in self.names:
+            da = posterior[name].transpose("chain", "draw", ...)
+            arr = np.asarray(da.values, dtype=float)
+            parts.append(arr.reshape(arr.shape[0], arr.shape[1], -1))
+        return np.concatenate(parts, axis=-1)

@@ -1,0 +1,1 @@
+"""Model transformations: a PyMC model in, an extended PyMC model out."""

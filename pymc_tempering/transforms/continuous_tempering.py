@@ -1,0 +1,209 @@
+"""Joint continuous tempering (Graham & Storkey 2017, section 5) as a model transformation.
+
+The extended model has the target's unconstrained variables ``x`` and a temperature control
+``u`` with inverse temperature ``beta(u) = sigmoid(u)``, and the log density of eq. (15)::
+
+    beta(u) [log p(x) - log zeta] + [1 - beta(u)] log q(x) + log beta'(u)
+
+where ``p`` is the model's (unnormalised) density, ``q`` a normalised Gaussian base and
+``zeta`` an approximation of ``Z = int p``. It is an ordinary PyMC model, so any
+``pm.sample(nuts_sampler=...)`` runs it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from pymc.model import modelcontext
+
+from pymc_tempering.base import Base, estimate_log_zeta, fit_base
+from pymc_tempering.estimators import ct_log_weights, log_marginal_likelihood_ct
+from pymc_tempering.results import build_result
+from pymc_tempering.target import Target
+
+__all__ = ["continuously_tempered_model", "sample_ct"]
+
+TEMPERATURE_CONTROL = "temperature_control"
+INVERSE_TEMPERATURE = "inverse_temperature"
+
+
+def _check_base(target: Target, base: Base) -> None:
+    if not isinstance(base, Base):
+        raise TypeError(f"base must be a pymc_tempering.Base, got {type(base).__name__}.")
+    if base.ndim != target.ndim:
+        raise ValueError(
+            f"The base has dimension {base.ndim} but the model's unconstrained space has "
+            f"dimension {target.ndim} ({', '.join(target.names)})."
+        )
+
+
+def continuously_tempered_model(
+    model: pm.Model | None = None, base: Base | None = None, log_zeta: float | None = None
+) -> pm.Model:
+    """Build the jointly continuously tempered model of eq. (15).
+
+    Parameters
+    ----------
+    model : pymc.Model, optional
+        The target. Taken from the context when omitted; it is not modified.
+    base : Base
+        Gaussian base density on the model's flat unconstrained space.
+    log_zeta : float, optional
+        Approximation of the model's log marginal likelihood; defaults to ``base.log_zeta``.
+
+    Returns
+    -------
+    pymc.Model
+        A new model (not a child of ``model``) whose free variables are the value variables of
+        ``model`` (under their value names, e.g. ``sigma_log__``, as ``pm.Flat``) and
+        ``temperature_control``. Its deterministics are ``inverse_temperature`` and the original
+        model's free variables (constrained) and deterministics, under their own names and dims.
+        It carries the original coords.
+
+    Raises
+    ------
+    ValueError
+        For a model :class:`~pymc_tempering.Target` refuses, a base of the wrong dimension, or
+        no ``log_zeta`` at all.
+    """
+    target = Target(modelcontext(model))
+    if base is None:
+        raise ValueError("A base is required; fit one with pmt.fit_base().")
+    _check_base(target, base)
+    if log_zeta is None:
+        log_zeta = base.log_zeta
+    if log_zeta is None or not np.isfinite(log_zeta):
+        raise ValueError(
+            "log_zeta must be a finite number: pass it, or use a base that carries one "
+            "(pmt.fit_base with an ADVI method, or pmt.estimate_log_zeta)."
+        )
+    log_zeta = float(log_zeta)
+    mean = target.unravel(base.mean)
+    original = target.model
+
+    ct_model = pm.Model(coords=dict(original.coords), model=None)
+    with ct_model:
+        values = {}
+        for name in target.names:
+            dims = None if name in target.transformed_names else target.dims(name)
+            shape = None if dims is not None else target.shapes[target.names.index(name)]
+            values[name] = pm.Flat(name, shape=shape, dims=dims, initval=mean[name])
+        u = pm.Flat(TEMPERATURE_CONTROL, initval=0.0)
+        beta = pm.Deterministic(INVERSE_TEMPERATURE, pt.sigmoid(u))
+        logp = target.logp_graph(values)
+        logq = base.logp_graph(target.ravel_graph(values))
+        log_dbeta = -pt.softplus(u) - pt.softplus(-u)  # log sigmoid'(u)
+        pm.Potential("tempered_log_density", beta * (logp - log_zeta) + (1 - beta) * logq + log_dbeta)
+        for name, expr in target.constrained_graph(values).items():
+            if name not in values:
+                pm.Deterministic(name, expr, dims=target.dims(name))
+    return ct_model
+
+
+def _split_seed(random_seed, n: int) -> list[int | None]:
+    if random_seed is None:
+        return [None] * n
+    children = np.random.SeedSequence(random_seed).spawn(n)
+    return [int(c.generate_state(1)[0]) for c in children]
+
+
+def sample_ct(
+    draws: int = 1000,
+    tune: int = 1000,
+    chains: int = 4,
+    *,
+    base: Base | None = None,
+    log_zeta: float | None = None,
+    nuts_sampler: str | None = None,
+    random_seed=None,
+    progressbar: bool = True,
+    model: pm.Model | None = None,
+    **sample_kwargs,
+):
+    """Sample a model by joint continuous tempering under NUTS.
+
+    Fits a mean-field ADVI base when none is given, builds
+    :func:`continuously_tempered_model`, runs :func:`pymc.sample` on it and returns weighted
+    draws of the original model and its log marginal likelihood.
+
+    Parameters
+    ----------
+    draws, tune, chains : int
+        As in :func:`pymc.sample`.
+    base : Base, optional
+        Base density. Default: ``fit_base(model, "advi")``.
+    log_zeta : float, optional
+        Approximate log marginal likelihood used in the extended density. Default: the base's
+        ``log_zeta``, or, when the base has none, an importance-sampling estimate from 1000 base
+        draws (:func:`estimate_log_zeta`).
+    nuts_sampler : {"pymc", "nutpie", "numpyro", "blackjax"}, optional
+        Passed to :func:`pymc.sample`; ``None`` lets PyMC choose.
+    random_seed : int, optional
+        Seeds the base fit, the ``log_zeta`` estimate and the sampler: the same seed gives the
+        same result.
+    progressbar : bool
+    model : pymc.Model, optional
+        Taken from the context when omitted; it is not modified.
+    **sample_kwargs
+        Passed to :func:`pymc.sample` (``target_accept``, ``nuts={...}``, ``cores``, ...).
+
+    Returns
+    -------
+    xarray.DataTree
+        In the library's layout: ``posterior`` holds the original variables (constrained,
+        with their dims), ``inverse_temperature`` and ``temperature_control``;
+        ``sample_stats.log_weight`` is ``log p(beta = 1 | x)`` (eq. 21) and
+        ``sample_stats.log_marginal_likelihood`` the per-chain estimate of eq. (20); root attrs
+        hold the pooled ``log_marginal_likelihood``, its ``log_marginal_likelihood_se``,
+        ``log_zeta`` and ``method = "continuous_tempering"``.
+
+    Notes
+    -----
+    The estimates are only as good as the exploration of ``beta``: the chains must visit both
+    ``beta`` near 0 (the base) and near 1 (the target). A base that misses a mode of the target
+    (ADVI usually fits one mode) is not corrected by tempering; use a wider base then
+    (``fit_base(method="prior")`` or :meth:`Base.from_moments`).
+    """
+    model = modelcontext(model)
+    target = Target(model)
+    fit_seed, zeta_seed, sample_seed = _split_seed(random_seed, 3)
+    if base is None:
+        base = fit_base(model, method="advi", random_seed=fit_seed, progressbar=progressbar)
+    _check_base(target, base)
+    if log_zeta is None:
+        log_zeta = base.log_zeta
+    if log_zeta is None:
+        log_zeta = estimate_log_zeta(target, base, random_seed=zeta_seed)
+    ct_model = continuously_tempered_model(model, base, log_zeta)
+    sampled = pm.sample(
+        draws,
+        tune=tune,
+        chains=chains,
+        nuts_sampler=nuts_sampler,
+        random_seed=sample_seed,
+        progressbar=progressbar,
+        model=ct_model,
+        **sample_kwargs,
+    )
+    posterior = sampled["posterior"]
+    x = target.flat_draws(posterior)
+    delta = log_zeta + base.logp(x) - target.logp(x)
+    _, log_w1 = ct_log_weights(delta)
+    lml = log_marginal_likelihood_ct(delta, log_zeta)
+    return build_result(
+        sampled,
+        target,
+        method="continuous_tempering",
+        log_weight=log_w1,
+        log_marginal_likelihood=lml,
+        attrs={
+            "log_zeta": float(log_zeta),
+            "base_method": base.method,
+            "nuts_sampler": nuts_sampler or "default",
+            "draws": int(draws),
+            "tune": int(tune),
+            "chains": int(chains),
+            "random_seed": random_seed if isinstance(random_seed, int | np.integer) else None,
+        },
+    )
