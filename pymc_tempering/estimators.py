@@ -55,8 +55,11 @@ def ct_log_weights(delta) -> tuple[np.ndarray, np.ndarray]:
     log_w0, log_w1 : ndarray
     """
     d = np.asarray(delta, dtype=float)
-    with np.errstate(divide="ignore"):
-        log_w1 = np.where(d == 0, 0.0, np.log(np.abs(d)) - _log_abs_expm1(d))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        general = np.log(np.abs(d)) - _log_abs_expm1(d)
+    # Near 0, log(D / expm1(D)) = -D/2 - D^2/24 + O(D^4): the series keeps relative accuracy.
+    series = -d / 2 - d**2 / 24
+    log_w1 = np.where(np.abs(d) < 1e-3, series, general)
     log_w0 = log_w1 + d  # w0 = w1 * exp(D)
     return log_w0, log_w1
 

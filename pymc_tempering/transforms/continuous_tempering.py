@@ -134,9 +134,12 @@ def sample_ct(
     base : Base, optional
         Base density. Default: ``fit_base(model, "advi")``.
     log_zeta : float, optional
-        Approximate log marginal likelihood used in the extended density. Default: the base's
-        ``log_zeta``, or, when the base has none, an importance-sampling estimate from 1000 base
-        draws (:func:`estimate_log_zeta`).
+        Approximate log marginal likelihood used in the extended density. Default: the larger
+        of the base's ``log_zeta`` (the ELBO for an ADVI base) and an importance-sampling
+        estimate from 1000 base draws (:func:`estimate_log_zeta`). Both are stochastic lower
+        bounds on log Z; the tighter one spreads the inverse temperature over (0, 1) instead
+        of piling it up at 1 (on a 53-parameter hierarchical model the ELBO is 8 nats low, the
+        importance-sampling estimate within 0.5).
     nuts_sampler : {"pymc", "nutpie", "numpyro", "blackjax"}, optional
         Passed to :func:`pymc.sample`; ``None`` lets PyMC choose.
     random_seed : int, optional
@@ -172,9 +175,11 @@ def sample_ct(
         base = fit_base(model, method="advi", random_seed=fit_seed, progressbar=progressbar)
     _check_base(target, base)
     if log_zeta is None:
-        log_zeta = base.log_zeta
-    if log_zeta is None:
+        # Both the ELBO and the importance-sampling estimate are (stochastic) lower bounds on
+        # log Z; the tighter one keeps beta from piling up at 1 (section 6 of the paper).
         log_zeta = estimate_log_zeta(target, base, random_seed=zeta_seed)
+        if base.log_zeta is not None:
+            log_zeta = max(log_zeta, base.log_zeta)
     ct_model = continuously_tempered_model(model, base, log_zeta)
     sampled = pm.sample(
         draws,

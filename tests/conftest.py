@@ -1,0 +1,64 @@
+import logging
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytensor.tensor as pt
+import pymc as pm
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+logging.getLogger("pymc").setLevel(logging.ERROR)
+
+
+@pytest.fixture
+def normal_model():
+    """mu ~ N(0, 2), s ~ HalfNormal(1.5), y ~ N(mu, s): one transformed variable, dims, data."""
+    y = np.array([0.3, -0.2, 1.1, 0.5, 0.9])
+    with pm.Model(coords={"obs": np.arange(5)}) as model:
+        mu = pm.Normal("mu", 0, 2)
+        s = pm.HalfNormal("s", 1.5)
+        pm.Deterministic("mu_twice", 2 * mu)
+        pm.Normal("y", mu, s, observed=y, dims="obs")
+    return model, y
+
+
+def model_fingerprint(model):
+    """Everything about a model that a transformation must leave alone."""
+    point = model.initial_point()
+    return {
+        "named_vars": sorted(model.named_vars),
+        "free": [v.name for v in model.free_RVs],
+        "values": [v.name for v in model.value_vars],
+        "observed": [v.name for v in model.observed_RVs],
+        "potentials": [v.name for v in model.potentials],
+        "deterministics": [v.name for v in model.deterministics],
+        "coords": {k: tuple(v) for k, v in model.coords.items()},
+        "logp": repr(float(model.compile_logp()(point))),  # repr: NaN equals itself
+        "parent": model.parent,
+    }
+
+
+@pytest.fixture
+def discrete_model():
+    with pm.Model() as model:
+        pm.Poisson("k", 3.0)
+        pm.Normal("x", 0, 1)
+    return model
+
+
+@pytest.fixture
+def no_free_model():
+    with pm.Model() as model:
+        pm.Normal("y", 0, 1, observed=np.array([0.1, 0.2]))
+    return model
+
+
+@pytest.fixture
+def nan_model():
+    """A model whose log density is NaN for x < 0, so ADVI diverges."""
+    with pm.Model() as model:
+        x = pm.Normal("x", -3, 1)
+        pm.Potential("bad", pt.log(x))
+    return model

@@ -1,0 +1,79 @@
+"""Analytic targets for the tests: models whose evidence and moments are known in closed form."""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+from scipy import stats
+from scipy.special import logsumexp
+
+
+def conjugate_normal(n_obs: int = 20, seed: int = 0):
+    """``mu ~ N(1, 2^2)``, ``y_i ~ N(mu, 1.5^2)``. Returns ``(model, log_evidence, post_mean, post_sd)``."""
+    rng = np.random.default_rng(seed)
+    m0, s0, sigma = 1.0, 2.0, 1.5
+    y = rng.normal(0.3, sigma, size=n_obs)
+    with pm.Model(coords={"obs": np.arange(n_obs)}) as model:
+        mu = pm.Normal("mu", m0, s0)
+        pm.Normal("y", mu, sigma, observed=y, dims="obs")
+    cov = s0**2 * np.ones((n_obs, n_obs)) + sigma**2 * np.eye(n_obs)
+    log_z = stats.multivariate_normal(np.full(n_obs, m0), cov).logpdf(y)
+    post_var = 1 / (1 / s0**2 + n_obs / sigma**2)
+    post_mean = post_var * (m0 / s0**2 + y.sum() / sigma**2)
+    return model, float(log_z), float(post_mean), float(np.sqrt(post_var))
+
+
+def hierarchical_linear_gaussian(n_groups: int = 50, per_group: int = 4, seed: int = 0):
+    """Group intercepts, two regressors, known scales: the marginal of y is Gaussian.
+
+    ``mu_a ~ N(0, 2^2)``, ``a_j ~ N(mu_a, 0.5^2)``, ``b ~ N(0, 1)^2``,
+    ``y_i ~ N(a_{g_i} + X_i b, 0.8^2)``. ``n_groups + 3`` parameters.
+    Returns ``(model, log_evidence, posterior_mean_of_(mu_a, a, b))``.
+    """
+    rng = np.random.default_rng(seed)
+    s_mu, tau, s_b, sigma = 2.0, 0.5, 1.0, 0.8
+    n = n_groups * per_group
+    group = np.repeat(np.arange(n_groups), per_group)
+    X = rng.normal(size=(n, 2))
+    a_true = rng.normal(1.0, tau, size=n_groups)
+    y = a_true[group] + X @ np.array([0.5, -0.7]) + rng.normal(0, sigma, size=n)
+    coords = {"group": np.arange(n_groups), "coef": ["x1", "x2"], "obs": np.arange(n)}
+    with pm.Model(coords=coords) as model:
+        mu_a = pm.Normal("mu_a", 0, s_mu)
+        a = pm.Normal("a", mu_a, tau, dims="group")
+        b = pm.Normal("b", 0, s_b, dims="coef")
+        pm.Normal("y", a[group] + pm.math.dot(X, b), sigma, observed=y, dims="obs")
+    # theta = (mu_a, a, b) is Gaussian a priori; y = A theta + eps.
+    k = 1 + n_groups + 2
+    prior_cov = np.zeros((k, k))
+    prior_cov[0, 0] = s_mu**2
+    prior_cov[0, 1 : 1 + n_groups] = prior_cov[1 : 1 + n_groups, 0] = s_mu**2
+    prior_cov[1 : 1 + n_groups, 1 : 1 + n_groups] = s_mu**2 + tau**2 * np.eye(n_groups)
+    prior_cov[1 + n_groups :, 1 + n_groups :] = s_b**2 * np.eye(2)
+    A = np.zeros((n, k))
+    A[np.arange(n), 1 + group] = 1.0
+    A[:, 1 + n_groups :] = X
+    cov_y = A @ prior_cov @ A.T + sigma**2 * np.eye(n)
+    log_z = stats.multivariate_normal(np.zeros(n), cov_y).logpdf(y)
+    gain = prior_cov @ A.T @ np.linalg.inv(cov_y)
+    post_mean = gain @ y
+    return model, float(log_z), post_mean
+
+
+def bimodal_mixture(weights=(0.3, 0.7), mus=(-3.0, 3.0), sigma=0.5):
+    """A 1-D two-component Gaussian mixture as a PyMC model with no data: ``log Z = 0``.
+
+    Returns ``(model, weights, mean, variance)`` of the mixture.
+    """
+    w, m = np.asarray(weights), np.asarray(mus)
+    with pm.Model() as model:
+        pm.NormalMixture("x", w=w, mu=m, sigma=sigma)
+    mean = float(w @ m)
+    var = float(w @ (m**2 + sigma**2) - mean**2)
+    return model, w, mean, var
+
+
+def mixture_log_density(x, weights, mus, sigma):
+    """Log density of the 1-D mixture, for references."""
+    x = np.asarray(x, dtype=float)[..., None]
+    return logsumexp(np.log(weights) + stats.norm.logpdf(x, mus, sigma), axis=-1)

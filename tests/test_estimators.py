@@ -1,0 +1,162 @@
+"""Estimators on arrays with a closed-form answer (no MCMC)."""
+
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.special import logsumexp
+
+from pymc_tempering.estimators import (
+    ct_log_weights,
+    kish_ess,
+    log_marginal_likelihood_ct,
+    log_ratio_of_means,
+    weighted_mean,
+)
+
+
+class TestCTWeights:
+    def test_match_direct_formula_where_it_is_accurate(self):
+        d = np.concatenate([np.linspace(-30, -1e-3, 200), np.linspace(1e-3, 30, 200)])
+        log_w0, log_w1 = ct_log_weights(d)
+        np.testing.assert_allclose(np.exp(log_w1), d / np.expm1(d), rtol=1e-12)
+        np.testing.assert_allclose(np.exp(log_w0), d / -np.expm1(-d), rtol=1e-12)
+
+    def test_stable_from_minus_to_plus_1e4(self):
+        d = np.concatenate([-np.logspace(-12, 4, 300), [0.0], np.logspace(-12, 4, 300)])
+        log_w0, log_w1 = ct_log_weights(d)
+        assert np.all(np.isfinite(log_w0)) and np.all(np.isfinite(log_w1))
+        big = d > 50  # log w1 = log D - D - log(1 - e^-D), the last term below 1e-21
+        np.testing.assert_allclose(log_w1[big], np.log(d[big]) - d[big], rtol=1e-14)
+        small = d < -50  # log w1 = log(-D) - log(1 - e^D)
+        np.testing.assert_allclose(log_w1[small], np.log(-d[small]), rtol=1e-14)
+        # w0(D) = w1(-D) and w0 - w1 = D
+        np.testing.assert_allclose(log_w0, ct_log_weights(-d)[1], rtol=1e-13, atol=1e-13)
+        mid = np.abs(d) < 30
+        np.testing.assert_allclose(np.exp(log_w0[mid]) - np.exp(log_w1[mid]), d[mid], atol=1e-12)
+
+    def test_continuous_at_zero(self):
+        log_w0, log_w1 = ct_log_weights(np.array([0.0, 1e-10, -1e-10]))
+        assert log_w0[0] == 0.0 and log_w1[0] == 0.0
+        # log(D / (e^D - 1)) = -D/2 + O(D^2)
+        np.testing.assert_allclose(log_w1[1:], [-0.5e-10, 0.5e-10], rtol=1e-5, atol=1e-15)
+        np.testing.assert_allclose(log_w0[1:], [0.5e-10, -0.5e-10], rtol=1e-5, atol=1e-15)
+
+    def test_weights_are_conditional_probabilities_of_the_ends(self):
+        # w1 = p(beta=1|x) and w0 = p(beta=0|x) for the truncated exponential of eq. (17)
+        for d in [-3.0, 0.5, 7.0]:
+            density = lambda b: np.exp(-b * d) * d / (1 - np.exp(-d))  # noqa: E731
+            log_w0, log_w1 = ct_log_weights(d)
+            np.testing.assert_allclose(np.exp(log_w1), density(1.0), rtol=1e-12)
+            np.testing.assert_allclose(np.exp(log_w0), density(0.0), rtol=1e-12)
+
+
+def _gauss_log_int(beta, a, A, b, B):
+    """log of int N(x; a, A)^beta N(x; b, B)^(1 - beta) dx (A, B variances)."""
+    prec = beta / A + (1 - beta) / B
+    mean = (beta * a / A + (1 - beta) * b / B) / prec
+    c = (
+        -0.5 * beta * np.log(2 * np.pi * A)
+        - 0.5 * (1 - beta) * np.log(2 * np.pi * B)
+        - 0.5 * (beta * a**2 / A + (1 - beta) * b**2 / B - prec * mean**2)
+    )
+    return c + 0.5 * np.log(2 * np.pi / prec), mean, 1 / prec
+
+
+def exact_joint_draws(rng, shape, log_z, log_zeta, target=(1.0, 0.5), base=(0.0, 2.0)):
+    """I.i.d. draws of (x, beta) from the joint (16) for a Gaussian target and base.
+
+    Target ``Z N(x; a, A)``, base ``N(x; b, B)``. beta is drawn from its marginal
+    ``z(beta) / zeta^beta`` by inverse transform on a fine grid; x | beta is Gaussian.
+    """
+    (a, A), (b, B) = target, base
+    grid = np.linspace(0, 1, 200_001)
+    log_int, _, _ = _gauss_log_int(grid, a, A, b, B)
+    log_marg = log_int + grid * (log_z - log_zeta)
+    pdf = np.exp(log_marg - log_marg.max())
+    cdf = np.concatenate([[0], np.cumsum(0.5 * (pdf[1:] + pdf[:-1]) * np.diff(grid))])
+    cdf /= cdf[-1]
+    beta = np.interp(rng.random(shape), cdf, grid)
+    _, mean, var = _gauss_log_int(beta, a, A, b, B)
+    x = rng.normal(mean, np.sqrt(var))
+    log_p = log_z + stats.norm.logpdf(x, a, np.sqrt(A))
+    log_q = stats.norm.logpdf(x, b, np.sqrt(B))
+    return x, beta, log_zeta + log_q - log_p
+
+
+class TestLogZ:
+    log_z, log_zeta = 2.3, 1.6
+
+    def test_estimate_within_reported_error(self):
+        rng = np.random.default_rng(0)
+        _, _, delta = exact_joint_draws(rng, (4, 1000), self.log_z, self.log_zeta)
+        est, se, per_chain = log_marginal_likelihood_ct(delta, self.log_zeta)
+        assert se > 0 and per_chain.shape == (4,)
+        assert abs(est - self.log_z) < 4 * se
+
+    def test_standard_error_is_calibrated(self):
+        # Over independent replicates the z-scores are standard normal: their sd is 1 within
+        # its sampling error (sd of a sample sd ~ 1/sqrt(2 n)), and ~95% fall within 2.
+        rng = np.random.default_rng(1)
+        n_rep = 300
+        z = []
+        for _ in range(n_rep):
+            _, _, delta = exact_joint_draws(rng, (4, 250), self.log_z, self.log_zeta)
+            est, se, _ = log_marginal_likelihood_ct(delta, self.log_zeta)
+            z.append((est - self.log_z) / se)
+        z = np.array(z)
+        assert abs(np.std(z) - 1) < 4 / np.sqrt(2 * n_rep)
+        assert abs(np.mean(z)) < 4 / np.sqrt(n_rep)
+
+    def test_weighted_moments_of_target_and_base(self):
+        # eq. (21) with w1 gives the target's mean, eq. (22) with w0 the base's.
+        rng = np.random.default_rng(2)
+        x, _, delta = exact_joint_draws(rng, (4, 2000), self.log_z, self.log_zeta)
+        log_w0, log_w1 = ct_log_weights(delta)
+        mean1, se1 = weighted_mean(x[..., None], log_w1)
+        mean0, se0 = weighted_mean(x[..., None], log_w0)
+        assert abs(mean1[0] - 1.0) < 4 * se1[0]
+        assert abs(mean0[0] - 0.0) < 4 * se0[0]
+
+    def test_autocorrelation_inflates_the_error(self):
+        # Repeating each draw 10 times keeps the estimate but must not shrink the error.
+        rng = np.random.default_rng(3)
+        _, _, delta = exact_joint_draws(rng, (4, 200), self.log_z, self.log_zeta)
+        _, se = log_ratio_of_means(*ct_log_weights(delta)[::-1])
+        _, se_rep = log_ratio_of_means(*ct_log_weights(np.repeat(delta, 10, axis=1))[::-1])
+        assert se_rep > 0.7 * se
+
+    def test_disagreeing_chains_inflate_the_error(self):
+        rng = np.random.default_rng(4)
+        _, _, delta = exact_joint_draws(rng, (4, 500), self.log_z, self.log_zeta)
+        _, se = log_marginal_likelihood_ct(delta, self.log_zeta)[:2]
+        shifted = delta + np.array([[-1.0], [0.0], [0.0], [1.0]])
+        _, se_shift = log_marginal_likelihood_ct(shifted, self.log_zeta)[:2]
+        assert se_shift > 2 * se
+
+
+def test_weighted_mean_importance_sampling_calibrated():
+    # Self-normalised importance sampling of N(1, 0.5^2) from N(0, 2^2).
+    rng = np.random.default_rng(5)
+    z = []
+    for _ in range(200):
+        x = rng.normal(0, 2, size=(2, 500))
+        lw = stats.norm.logpdf(x, 1, 0.5) - stats.norm.logpdf(x, 0, 2)
+        m, se = weighted_mean(x[..., None], lw + 1000.0)  # scale-free in the weights
+        z.append((m[0] - 1.0) / se[0])
+    assert abs(np.std(z) - 1) < 4 / np.sqrt(400)
+
+
+def test_kish_ess():
+    assert kish_ess(np.zeros(100)) == pytest.approx(100)
+    assert kish_ess(np.array([0.0, -np.inf, -np.inf])) == pytest.approx(1)
+    lw = np.log(np.array([1.0, 2.0, 3.0]))
+    assert kish_ess(lw) == pytest.approx(36 / 14)
+    assert np.isfinite(kish_ess(np.array([1e4, 1e4 - 1])))
+
+
+def test_log_ratio_of_means_exact():
+    a = np.log(np.array([[1.0, 2.0, 3.0, 4.0, 5.0]]))
+    b = np.log(np.array([[2.0, 2.0, 2.0, 2.0, 2.0]]))
+    est, _ = log_ratio_of_means(a, b)
+    assert est == pytest.approx(np.log(3.0 / 2.0))
+    assert logsumexp(a) == pytest.approx(np.log(15.0))
