@@ -17,6 +17,7 @@ from scipy.special import logsumexp
 from xarray import DataTree
 
 from pymc_tempering.estimators import kish_ess, weighted_mean
+from pymc_tempering.results import METHOD_VARIABLES
 
 __all__ = ["LogMarginalLikelihood", "log_marginal_likelihood", "resample", "weighted_summary"]
 
@@ -130,6 +131,7 @@ def resample(idata: DataTree, draws: int | None = None, random_seed=None) -> Dat
         .expand_dims(chain=[0])
         .transpose("chain", "draw", ...)
     )
+    resampled.attrs = {**idata["posterior"].attrs, "sample_dims": ["chain", "draw"]}
     groups = {"/posterior": resampled}
     for name in ("observed_data", "constant_data"):
         if name in idata.children:
@@ -157,7 +159,8 @@ def weighted_summary(
     idata : xarray.DataTree
         A weighted result.
     var_names : list of str, optional
-        Variables of ``posterior`` to summarise; default all.
+        Variables of ``posterior`` to summarise; default all but the method's own
+        (``inverse_temperature``, ...).
     prob : float
         Mass of the equal-tailed interval reported.
 
@@ -174,7 +177,10 @@ def weighted_summary(
     _require(idata, "posterior")
     lw = _log_weight(idata)
     posterior = idata["posterior"].to_dataset()
-    names = list(posterior.data_vars) if var_names is None else list(var_names)
+    if var_names is None:
+        names = [name for name in posterior.data_vars if name not in METHOD_VARIABLES]
+    else:
+        names = list(var_names)
     missing = [n for n in names if n not in posterior]
     if missing:
         raise ValueError(f"Variables {missing} are not in the posterior.")

@@ -30,7 +30,12 @@ from xarray import DataTree
 
 from pymc_tempering.target import Target
 
-__all__ = ["build_result"]
+__all__ = ["build_result", "METHOD_VARIABLES"]
+
+# Names of the method variables a result's posterior may hold beside the model's own.
+INVERSE_TEMPERATURE = "inverse_temperature"
+TEMPERATURE_CONTROL = "temperature_control"
+METHOD_VARIABLES = frozenset({INVERSE_TEMPERATURE, TEMPERATURE_CONTROL})
 
 
 def _model_data_groups(target: Target) -> dict[str, xr.Dataset]:

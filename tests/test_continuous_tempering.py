@@ -155,10 +155,31 @@ def test_resample_works_with_arviz(conjugate_result):
     assert resampled["posterior"].sizes["draw"] == idata["posterior"].sizes["chain"] * 1000
     summary = az.summary(resampled, var_names=["mu"])
     assert abs(summary.loc["mu", "mean"] - post_mean) < 0.1 * post_sd * 4
+    import matplotlib
+
+    matplotlib.use("Agg")
+    az.plot_dist(resampled, var_names=["mu"])
+    az.plot_trace_dist(resampled, var_names=["mu"])
     smaller = pmt.resample(idata, draws=500, random_seed=0)
     assert smaller["posterior"].sizes["draw"] == 500
     xr_same = pmt.resample(idata, random_seed=0)["posterior"]["mu"].values
     np.testing.assert_array_equal(resampled["posterior"]["mu"].values, xr_same)
+
+
+def test_weighted_summary_defaults_to_model_variables(conjugate_result):
+    idata = conjugate_result[0]
+    summary = pmt.weighted_summary(idata)
+    assert list(summary.index) == ["mu"]
+    assert {"mean", "sd", "eti_lo", "median", "eti_hi", "mcse_mean", "ess_weights"} <= set(summary)
+    with pytest.raises(ValueError, match="not in the posterior"):
+        pmt.weighted_summary(idata, var_names=["nope"])
+
+
+def test_reserved_names_refused():
+    with pm.Model() as model:
+        pm.Normal("inverse_temperature")
+    with pytest.raises(ValueError, match="rename them"):
+        pmt.continuously_tempered_model(model, pmt.Base.from_moments([0.0], [1.0]), 0.0)
 
 
 def test_analysis_bad_input():
@@ -177,6 +198,9 @@ def test_same_seed_same_result():
     a, b = pmt.sample_ct(**kwargs), pmt.sample_ct(**kwargs)
     np.testing.assert_array_equal(a["posterior"]["mu"].values, b["posterior"]["mu"].values)
     assert a.attrs["log_marginal_likelihood"] == b.attrs["log_marginal_likelihood"]
+    g1 = pmt.sample_ct(**{**kwargs, "random_seed": np.random.default_rng(1)})
+    g2 = pmt.sample_ct(**{**kwargs, "random_seed": np.random.default_rng(1)})
+    np.testing.assert_array_equal(g1["posterior"]["mu"].values, g2["posterior"]["mu"].values)
     c = pmt.sample_ct(**{**kwargs, "random_seed": 6})
     assert not np.array_equal(a["posterior"]["mu"].values, c["posterior"]["mu"].values)
 

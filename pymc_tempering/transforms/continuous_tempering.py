@@ -19,13 +19,11 @@ from pymc.model import modelcontext
 
 from pymc_tempering.base import Base, estimate_log_zeta, fit_base
 from pymc_tempering.estimators import ct_log_weights, log_marginal_likelihood_ct
-from pymc_tempering.results import build_result
+from pymc_tempering.results import INVERSE_TEMPERATURE, TEMPERATURE_CONTROL, build_result
 from pymc_tempering.target import Target
 
 __all__ = ["continuously_tempered_model", "sample_ct"]
 
-TEMPERATURE_CONTROL = "temperature_control"
-INVERSE_TEMPERATURE = "inverse_temperature"
 
 
 def _check_base(target: Target, base: Base) -> None:
@@ -81,6 +79,12 @@ def continuously_tempered_model(
     log_zeta = float(log_zeta)
     mean = target.unravel(base.mean)
     original = target.model
+    clash = {TEMPERATURE_CONTROL, INVERSE_TEMPERATURE} & set(original.named_vars)
+    if clash:
+        raise ValueError(
+            f"The model already has variables named {sorted(clash)}, which continuous "
+            "tempering adds; rename them."
+        )
 
     ct_model = pm.Model(coords=dict(original.coords), model=None)
     with ct_model:
@@ -102,8 +106,11 @@ def continuously_tempered_model(
 
 
 def _split_seed(random_seed, n: int) -> list[int | None]:
+    """``n`` independent integer seeds from an int, a Generator or None (unseeded)."""
     if random_seed is None:
         return [None] * n
+    if isinstance(random_seed, np.random.Generator):
+        return [int(s) for s in random_seed.integers(2**31, size=n)]
     children = np.random.SeedSequence(random_seed).spawn(n)
     return [int(c.generate_state(1)[0]) for c in children]
 
