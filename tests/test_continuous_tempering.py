@@ -252,28 +252,35 @@ class TestBimodal:
 
 
 @pytest.fixture(scope="module")
-def small_ct_model():
-    model, log_z, _, _ = conjugate_normal(n_obs=5)
-    base = pmt.fit_base(model, n=3000, random_seed=0, progressbar=False)
-    return pmt.continuously_tempered_model(model, base)
+def small_base():
+    """A transformed variable (s_log__) too: PyMC's converters drop such names unless told."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 2)
+        s = pm.HalfNormal("s", 1.5)
+        pm.Normal("y", mu, s, observed=np.array([0.3, -0.2, 1.1, 0.5, 0.9]))
+    return model, pmt.fit_base(model, n=3000, random_seed=0, progressbar=False)
+
+
+def _run_backend(small_base, sampler):
+    model, base = small_base
+    idata = pmt.sample_ct(
+        100, tune=100, chains=2, model=model, base=base, nuts_sampler=sampler,
+        random_seed=0, progressbar=False,
+    )
+    assert {"mu", "s", "inverse_temperature"} <= set(idata["posterior"].data_vars)
+    assert "s_log__" in idata["unconstrained_posterior"]
+    assert np.isfinite(pmt.log_marginal_likelihood(idata).estimate)
+    assert idata.attrs["nuts_sampler"] == sampler
 
 
 @pytest.mark.parametrize("sampler", ["pymc", "nutpie"])
-def test_runs_under_sampler(small_ct_model, sampler):
-    idata = pm.sample(
-        100, tune=100, chains=2, nuts_sampler=sampler, model=small_ct_model,
-        random_seed=0, progressbar=False,
-    )
-    assert {"mu", "inverse_temperature"} <= set(idata["posterior"].data_vars)
+def test_runs_under_sampler(small_base, sampler):
+    _run_backend(small_base, sampler)
 
 
-def test_runs_under_numpyro(small_ct_model):
+def test_runs_under_numpyro(small_base):
     pytest.importorskip("numpyro")
-    idata = pm.sample(
-        100, tune=100, chains=2, nuts_sampler="numpyro", model=small_ct_model,
-        random_seed=0, progressbar=False,
-    )
-    assert {"mu", "inverse_temperature"} <= set(idata["posterior"].data_vars)
+    _run_backend(small_base, "numpyro")
 
 
 @pytest.mark.xfail(
@@ -281,9 +288,11 @@ def test_runs_under_numpyro(small_ct_model):
     strict=True,
     reason="PyMC 6.4 passes progress_bar to blackjax 1.7.1's kernel (DESIGN.md, upstream)",
 )
-def test_runs_under_blackjax(small_ct_model):
+def test_runs_under_blackjax(small_base):
     pytest.importorskip("blackjax")
-    pm.sample(
-        100, tune=100, chains=2, nuts_sampler="blackjax", model=small_ct_model,
-        random_seed=0, progressbar=False,
-    )
+    try:
+        _run_backend(small_base, "blackjax")
+    except TypeError as err:
+        if "unexpected keyword argument 'progress_bar'" in str(err):
+            raise  # the known upstream failure: an expected failure
+        pytest.fail(f"blackjax failed with another error than the known one: {err}")

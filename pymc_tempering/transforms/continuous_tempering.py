@@ -24,6 +24,8 @@ from pymc_tempering.target import Target
 
 __all__ = ["continuously_tempered_model", "sample_ct"]
 
+_POTENTIAL = "tempered_log_density"
+
 
 
 def _check_base(target: Target, base: Base) -> None:
@@ -79,7 +81,7 @@ def continuously_tempered_model(
     log_zeta = float(log_zeta)
     mean = target.unravel(base.mean)
     original = target.model
-    clash = {TEMPERATURE_CONTROL, INVERSE_TEMPERATURE} & set(original.named_vars)
+    clash = {TEMPERATURE_CONTROL, INVERSE_TEMPERATURE, _POTENTIAL} & set(original.named_vars)
     if clash:
         raise ValueError(
             f"The model already has variables named {sorted(clash)}, which continuous "
@@ -98,7 +100,7 @@ def continuously_tempered_model(
         logp = target.logp_graph(values)
         logq = base.logp_graph(target.ravel_graph(values))
         log_dbeta = -pt.softplus(u) - pt.softplus(-u)  # log sigmoid'(u)
-        pm.Potential("tempered_log_density", beta * (logp - log_zeta) + (1 - beta) * logq + log_dbeta)
+        pm.Potential(_POTENTIAL, beta * (logp - log_zeta) + (1 - beta) * logq + log_dbeta)
         for name, expr in target.constrained_graph(values).items():
             if name not in values:
                 pm.Deterministic(name, expr, dims=target.dims(name))
@@ -113,6 +115,19 @@ def _split_seed(random_seed, n: int) -> list[int | None]:
         return [int(s) for s in random_seed.integers(2**31, size=n)]
     children = np.random.SeedSequence(random_seed).spawn(n)
     return [int(c.generate_state(1)[0]) for c in children]
+
+
+def _keep_value_variables(nuts_sampler: str | None, sample_kwargs: dict) -> dict:
+    """Ask pm.sample to keep variables named like value variables (``s_log__``).
+
+    PyMC's converters drop them by default; the weights are computed from them.
+    """
+    kwargs = dict(sample_kwargs)
+    if nuts_sampler in ("numpyro", "blackjax"):
+        kwargs["nuts"] = {**kwargs.get("nuts", {}), "keep_untransformed": True}
+    else:
+        kwargs["idata_kwargs"] = {**(kwargs.get("idata_kwargs") or {}), "include_transformed": True}
+    return kwargs
 
 
 def sample_ct(
@@ -196,7 +211,7 @@ def sample_ct(
         random_seed=sample_seed,
         progressbar=progressbar,
         model=ct_model,
-        **sample_kwargs,
+        **_keep_value_variables(nuts_sampler, sample_kwargs),
     )
     posterior = sampled["posterior"]
     x = target.flat_draws(posterior)
