@@ -77,3 +77,37 @@ def mixture_log_density(x, weights, mus, sigma):
     """Log density of the 1-D mixture, for references."""
     x = np.asarray(x, dtype=float)[..., None]
     return logsumexp(np.log(weights) + stats.norm.logpdf(x, mus, sigma), axis=-1)
+
+
+def dirichlet_multinomial(counts=(12, 3, 7, 0), alpha=(1.0, 2.0, 1.5, 0.5)):
+    """``p ~ Dirichlet(alpha)``, ``counts ~ Multinomial(n, p)``: a simplex-transformed variable
+    whose unconstrained shape (K - 1) differs from its own (K). Returns ``(model, log_evidence,
+    posterior_mean)``."""
+    from scipy.special import gammaln
+
+    counts, alpha = np.asarray(counts), np.asarray(alpha, dtype=float)
+    n = counts.sum()
+    with pm.Model(coords={"category": np.arange(len(counts))}) as model:
+        p = pm.Dirichlet("p", a=alpha, dims="category")
+        pm.Multinomial("counts", n=n, p=p, observed=counts, dims="category")
+    log_z = (
+        gammaln(n + 1)
+        - gammaln(counts + 1).sum()
+        + gammaln(alpha.sum())
+        - gammaln(alpha).sum()
+        + gammaln(alpha + counts).sum()
+        - gammaln(alpha.sum() + n)
+    )
+    post_mean = (alpha + counts) / (alpha.sum() + n)
+    return model, float(log_z), post_mean
+
+
+def beta_binomial(k=7, n=20, a=2.0, b=3.0):
+    """``p ~ Beta(a, b)``, ``k ~ Binomial(n, p)`` (logit-transformed p)."""
+    from scipy.special import betaln, gammaln
+
+    with pm.Model() as model:
+        p = pm.Beta("p", a, b)
+        pm.Binomial("k", n=n, p=p, observed=k)
+    log_z = gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1) + betaln(k + a, n - k + b) - betaln(a, b)
+    return model, float(log_z), (k + a) / (n + a + b)

@@ -8,7 +8,13 @@ from arviz_stats.base.array import array_stats
 from conftest import model_fingerprint
 from scipy import stats
 from scipy.special import expit, log_expit
-from targets import bimodal_mixture, conjugate_normal, hierarchical_linear_gaussian
+from targets import (
+    beta_binomial,
+    bimodal_mixture,
+    conjugate_normal,
+    dirichlet_multinomial,
+    hierarchical_linear_gaussian,
+)
 from test_target import numeric_grad, reference_logp
 
 import pymc_tempering as pmt
@@ -218,6 +224,19 @@ def test_hierarchical_evidence_within_standard_error():
     summary = pmt.weighted_summary(idata, var_names=["mu_a", "b"])
     exact = np.concatenate([[post_mean[0]], post_mean[-2:]])
     assert np.all(np.abs(summary["mean"].values - exact) < K * summary["mcse_mean"].values)
+
+
+@pytest.mark.parametrize("make", [beta_binomial, dirichlet_multinomial])
+def test_constrained_models_evidence_within_standard_error(make):
+    """Interval and simplex transforms: the Jacobians must enter log Z exactly once."""
+    model, log_z, post_mean = make()
+    with model:
+        idata = pmt.sample_ct(random_seed=4, progressbar=False)
+    lml = pmt.log_marginal_likelihood(idata)
+    assert 0 < lml.standard_error < 0.2
+    assert abs(lml.estimate - log_z) < K * lml.standard_error
+    summary = pmt.weighted_summary(idata, var_names=["p"])
+    assert np.all(np.abs(summary["mean"].values - np.ravel(post_mean)) < K * summary["mcse_mean"].values)
 
 
 class TestBimodal:
