@@ -124,14 +124,41 @@ class Base:
             - 0.5 * self.ndim * _LOG_2PI
         )
 
-    def logp_graph(self, x: pt.TensorVariable) -> pt.TensorVariable:
-        """Normalised log density of a symbolic flat vector, for use inside a PyTensor graph."""
-        if self.diagonal:
-            z = (x - self.mean) / self.std
+    def logp_graph(self, x) -> pt.TensorVariable:
+        """Normalised log density, for use inside a PyTensor graph.
+
+        Parameters
+        ----------
+        x : TensorVariable or sequence of TensorVariable
+            The symbolic flat vector, or the pieces it is made of, in flat order and of any
+            shapes (a model's value variables). With pieces, a diagonal base is evaluated
+            piece by piece, without concatenating them (which would cost a copy in the log
+            density and a split in its gradient).
+        """
+        if isinstance(x, pt.TensorVariable):  # the flat vector itself
+            pieces, shapes, sizes = [x], [(self.ndim,)], [self.ndim]
         else:
-            z = pt.dot(pt.constant(self._precision_tril), x - self.mean)
+            pieces = [pt.as_tensor(p) for p in x]
+            shapes = [tuple(p.type.shape) for p in pieces]
+            if any(d is None for shape in shapes for d in shape):
+                raise ValueError("The pieces of the flat vector need static shapes.")
+            sizes = [int(np.prod(shape)) for shape in shapes]
+            if sum(sizes) != self.ndim:
+                raise ValueError(
+                    f"The pieces have {sum(sizes)} elements; the base has {self.ndim}."
+                )
         const = -np.sum(np.log(np.diag(self._scale_tril))) - 0.5 * self.ndim * _LOG_2PI
-        return -0.5 * pt.sum(z**2) + const
+        if not self.diagonal:
+            flat = pt.concatenate([p.ravel() for p in pieces]) if len(pieces) > 1 else pieces[0]
+            z = pt.dot(pt.constant(self._precision_tril), flat.ravel() - self.mean)
+            return -0.5 * pt.sum(z**2) + const
+        quad, start, std = 0.0, 0, self.std
+        for piece, shape, size in zip(pieces, shapes, sizes, strict=True):
+            mean = self.mean[start : start + size].reshape(shape)
+            sd = std[start : start + size].reshape(shape)
+            quad = quad + pt.sum(((piece - mean) / sd) ** 2)
+            start += size
+        return -0.5 * quad + const
 
     def sample(self, n: int, random_seed=None) -> np.ndarray:
         """``n`` independent draws, shape ``(n, ndim)``."""

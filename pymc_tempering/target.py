@@ -90,10 +90,6 @@ class Target:
             start += size
         return values
 
-    def ravel_graph(self, values: Mapping[str, pt.TensorVariable]) -> pt.TensorVariable:
-        """Concatenate named symbolic value tensors into the flat vector."""
-        return pt.concatenate([pt.as_tensor(values[name]).ravel() for name in self.names])
-
     def _replace_values(self, outputs, values):
         replace = {v: pt.as_tensor(values[v.name]).astype(v.dtype) for v in self.value_vars}
         return graph_replace(outputs, replace=replace, strict=False)

@@ -28,6 +28,12 @@ def test_from_moments_density_and_sampler(diagonal):
     xs = pt.vector("x")
     fn = pytensor.function([xs], base.logp_graph(xs))
     np.testing.assert_allclose([fn(r) for r in x], ref.logpdf(x), rtol=1e-12)
+    # the same density from pieces of the flat vector, as a model's value variables
+    a, b = pt.scalar("a"), pt.vector("b", shape=(2,))
+    fn_pieces = pytensor.function([a, b], base.logp_graph([a, b]))
+    np.testing.assert_allclose([fn_pieces(r[0], r[1:]) for r in x], ref.logpdf(x), rtol=1e-12)
+    with pytest.raises(ValueError, match="2 elements; the base has 3"):
+        base.logp_graph([b])
     draws = base.sample(20_000, random_seed=1)
     # mean within 5 standard errors, covariance within 5 standard errors of its entries
     se_mean = np.sqrt(np.diag(full) / len(draws))

@@ -91,14 +91,14 @@ def continuously_tempered_model(
     ct_model = pm.Model(coords=dict(original.coords), model=None)
     with ct_model:
         values = {}
-        for name in target.names:
+        for name, shape in zip(target.names, target.shapes, strict=True):
             dims = None if name in target.transformed_names else target.dims(name)
-            shape = None if dims is not None else target.shapes[target.names.index(name)]
+            # A static shape beside the dims spares the compiled graph its shape checks.
             values[name] = pm.Flat(name, shape=shape, dims=dims, initval=mean[name])
         u = pm.Flat(TEMPERATURE_CONTROL, initval=0.0)
         beta = pm.Deterministic(INVERSE_TEMPERATURE, pt.sigmoid(u))
         logp = target.logp_graph(values)
-        logq = base.logp_graph(target.ravel_graph(values))
+        logq = base.logp_graph([values[name] for name in target.names])
         log_dbeta = -pt.softplus(u) - pt.softplus(-u)  # log sigmoid'(u)
         pm.Potential(_POTENTIAL, beta * (logp - log_zeta) + (1 - beta) * logq + log_dbeta)
         for name, expr in target.constrained_graph(values).items():
