@@ -20,9 +20,10 @@ from pymc.model import modelcontext
 from pymc_tempering.base import Base, estimate_log_zeta, fit_base
 from pymc_tempering.estimators import ct_log_weights, log_marginal_likelihood_ct
 from pymc_tempering.results import INVERSE_TEMPERATURE, TEMPERATURE_CONTROL, build_result
+from pymc_tempering.sampling import keep_value_variables, split_seed
 from pymc_tempering.target import Target
 
-__all__ = ["continuously_tempered_model", "sample_ct"]
+__all__ = ["continuously_tempered_model", "sample_ct", "prepare_ct", "ct_result"]
 
 _POTENTIAL = "tempered_log_density"
 
@@ -107,29 +108,6 @@ def continuously_tempered_model(
     return ct_model
 
 
-def _split_seed(random_seed, n: int) -> list[int | None]:
-    """``n`` independent integer seeds from an int, a Generator or None (unseeded)."""
-    if random_seed is None:
-        return [None] * n
-    if isinstance(random_seed, np.random.Generator):
-        return [int(s) for s in random_seed.integers(2**31, size=n)]
-    children = np.random.SeedSequence(random_seed).spawn(n)
-    return [int(c.generate_state(1)[0]) for c in children]
-
-
-def _keep_value_variables(nuts_sampler: str | None, sample_kwargs: dict) -> dict:
-    """Ask pm.sample to keep variables named like value variables (``s_log__``).
-
-    PyMC's converters drop them by default; the weights are computed from them.
-    """
-    kwargs = dict(sample_kwargs)
-    if nuts_sampler in ("numpyro", "blackjax"):
-        kwargs["nuts"] = {**kwargs.get("nuts", {}), "keep_untransformed": True}
-    else:
-        kwargs["idata_kwargs"] = {**(kwargs.get("idata_kwargs") or {}), "include_transformed": True}
-    return kwargs
-
-
 def sample_ct(
     draws: int = 1000,
     tune: int = 1000,
@@ -190,9 +168,51 @@ def sample_ct(
     (ADVI usually fits one mode) is not corrected by tempering; use a wider base then
     (``fit_base(method="prior")`` or :meth:`Base.from_moments`).
     """
+    target, base, log_zeta, sample_seed = prepare_ct(model, base, log_zeta, random_seed, progressbar)
+    ct_model = continuously_tempered_model(target.model, base, log_zeta)
+    sampled = pm.sample(
+        draws,
+        tune=tune,
+        chains=chains,
+        nuts_sampler=nuts_sampler,
+        random_seed=sample_seed,
+        progressbar=progressbar,
+        model=ct_model,
+        **keep_value_variables(nuts_sampler, sample_kwargs),
+    )
+    return ct_result(
+        sampled,
+        target,
+        base,
+        log_zeta,
+        method="continuous_tempering",
+        attrs={
+            "nuts_sampler": nuts_sampler or "default",
+            "draws": int(draws),
+            "tune": int(tune),
+            "chains": int(chains),
+            "random_seed": random_seed if isinstance(random_seed, int | np.integer) else None,
+        },
+    )
+
+
+def prepare_ct(model, base, log_zeta, random_seed, progressbar):
+    """The set-up shared by the continuous tempering samplers (joint and Gibbs).
+
+    Checks the model, fits a mean-field ADVI base when none is given, and chooses ``log_zeta``
+    (see :func:`sample_ct`).
+
+    Returns
+    -------
+    target : Target
+    base : Base
+    log_zeta : float
+    sample_seed : int or None
+        The seed left for the sampler.
+    """
     model = modelcontext(model)
     target = Target(model)
-    fit_seed, zeta_seed, sample_seed = _split_seed(random_seed, 3)
+    fit_seed, zeta_seed, sample_seed = split_seed(random_seed, 3)
     if base is None:
         base = fit_base(model, method="advi", random_seed=fit_seed, progressbar=progressbar)
     _check_base(target, base)
@@ -202,35 +222,23 @@ def sample_ct(
         log_zeta = estimate_log_zeta(target, base, random_seed=zeta_seed)
         if base.log_zeta is not None:
             log_zeta = max(log_zeta, base.log_zeta)
-    ct_model = continuously_tempered_model(model, base, log_zeta)
-    sampled = pm.sample(
-        draws,
-        tune=tune,
-        chains=chains,
-        nuts_sampler=nuts_sampler,
-        random_seed=sample_seed,
-        progressbar=progressbar,
-        model=ct_model,
-        **_keep_value_variables(nuts_sampler, sample_kwargs),
-    )
-    posterior = sampled["posterior"]
-    x = target.flat_draws(posterior)
+    return target, base, float(log_zeta), sample_seed
+
+
+def ct_result(sampled, target: Target, base: Base, log_zeta: float, *, method: str, attrs: dict):
+    """Weights (eq. 21) and log Z (eq. 20) of a continuous tempering run, in the result layout.
+
+    ``sampled`` is what ``pm.sample`` returned for an extended model whose posterior holds the
+    user's value variables under their value names.
+    """
+    x = target.flat_draws(sampled["posterior"])
     delta = log_zeta + base.logp(x) - target.logp(x)
     _, log_w1 = ct_log_weights(delta)
-    lml = log_marginal_likelihood_ct(delta, log_zeta)
     return build_result(
         sampled,
         target,
-        method="continuous_tempering",
+        method=method,
         log_weight=log_w1,
-        log_marginal_likelihood=lml,
-        attrs={
-            "log_zeta": float(log_zeta),
-            "base_method": base.method,
-            "nuts_sampler": nuts_sampler or "default",
-            "draws": int(draws),
-            "tune": int(tune),
-            "chains": int(chains),
-            "random_seed": random_seed if isinstance(random_seed, int | np.integer) else None,
-        },
+        log_marginal_likelihood=log_marginal_likelihood_ct(delta, log_zeta),
+        attrs={"log_zeta": float(log_zeta), "base_method": base.method, **attrs},
     )
