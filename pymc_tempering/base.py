@@ -16,9 +16,10 @@ from pymc.model import modelcontext
 from scipy import linalg
 from scipy.special import logsumexp
 
+from pymc_tempering.sampling import split_seed
 from pymc_tempering.target import Target
 
-__all__ = ["Base", "fit_base", "estimate_log_zeta"]
+__all__ = ["Base", "fit_base", "base_from_result", "estimate_log_zeta"]
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -173,6 +174,8 @@ def fit_base(
     n: int = 10_000,
     random_seed=None,
     progressbar: bool = True,
+    *,
+    n_fits: int = 4,
     **fit_kwargs,
 ) -> Base:
     """Fit a Gaussian base density to a PyMC model.
@@ -181,16 +184,25 @@ def fit_base(
     ----------
     model : pymc.Model, optional
         Taken from the context when omitted. It is not modified.
-    method : {"advi", "fullrank_advi", "prior"}
-        ``"advi"`` (mean-field) and ``"fullrank_advi"`` run :func:`pymc.fit`; ``log_zeta`` is
-        then the ELBO averaged over the last 10% of the iterations. ``"prior"`` moment-matches a
-        Gaussian to ``n`` draws of the prior on the unconstrained space (wide, so it covers modes
-        that a variational fit misses; potentials are not part of the prior and are ignored); its
-        ``log_zeta`` is left unset.
+    method : {"advi", "fullrank_advi", "mixture", "prior"}
+        - ``"advi"`` (mean-field) and ``"fullrank_advi"`` run :func:`pymc.fit`; ``log_zeta`` is
+          the ELBO averaged over the last 10% of the iterations.
+        - ``"mixture"`` (section 6 of the CT paper): ``n_fits`` mean-field ADVI runs from
+          dispersed starts (prior draws, or, where the prior cannot be drawn, points spread
+          around a first fit at three of its standard deviations), duplicates dropped (fits whose
+          means differ by less than one standard deviation in every coordinate), combined as the
+          mixture of eq. (25) weighted by their ELBOs and moment-matched to one Gaussian;
+          ``log_zeta`` is eq. (25)'s ``log sum exp(ELBO_i)``. It covers the modes the fits
+          found; a single ADVI fit covers one.
+        - ``"prior"`` moment-matches a Gaussian to ``n`` draws of the prior on the unconstrained
+          space (wide, so it covers modes that a variational fit misses; potentials are not part
+          of the prior and are ignored); its ``log_zeta`` is left unset.
     n : int
-        Iterations of the optimiser, or prior draws for ``"prior"``.
+        Iterations of the optimiser (per fit), or prior draws for ``"prior"``.
     random_seed : int, optional
     progressbar : bool
+    n_fits : int
+        Number of ADVI runs for ``"mixture"``.
     **fit_kwargs
         Passed to :func:`pymc.fit` (for example ``obj_optimizer``).
 
@@ -208,13 +220,21 @@ def fit_base(
     target = Target(model)
     if method == "prior":
         return _fit_prior(target, n, random_seed)
+    if method == "mixture":
+        return _fit_mixture(target, n, n_fits, random_seed, progressbar, fit_kwargs)
     if method not in ("advi", "fullrank_advi"):
-        raise ValueError(f"Unknown base method {method!r}; use 'advi', 'fullrank_advi' or 'prior'.")
+        raise ValueError(
+            f"Unknown base method {method!r}; use 'advi', 'fullrank_advi', 'mixture' or 'prior'."
+        )
+    return _fit_advi(target, method, n, random_seed, progressbar, **fit_kwargs)
+
+
+def _fit_advi(target: Target, method: str, n: int, random_seed, progressbar, **fit_kwargs) -> Base:
     try:
         approx = pm.fit(
             n,
             method=method,
-            model=model,
+            model=target.model,
             random_seed=random_seed,
             progressbar=progressbar,
             **fit_kwargs,
@@ -237,7 +257,10 @@ def fit_base(
         )
     # Reorder from the approximation's ordering to the Target's flat order.
     index = np.concatenate(
-        [np.arange(group.ordering[name][1].start, group.ordering[name][1].stop) for name in target.names]
+        [
+            np.arange(group.ordering[name][1].start, group.ordering[name][1].stop)
+            for name in target.names
+        ]
     )
     mean = mean_flat[index]
     cov = cov_flat[np.ix_(index, index)]
@@ -252,27 +275,131 @@ def fit_base(
     )
 
 
-def _fit_prior(target: Target, n: int, random_seed) -> Base:
+def _prior_draws(target: Target, n: int, random_seed) -> tuple[list[dict], np.ndarray]:
+    """``n`` prior draws of the free variables: constrained (dicts) and flat unconstrained."""
     model = target.model
-    outputs = []
+    forward = []
     for rv in model.free_RVs:
         transform = model.rvs_to_transforms.get(rv)
-        outputs.append(rv if transform is None else transform.forward(rv, *rv.owner.inputs))
+        forward.append(rv if transform is None else transform.forward(rv, *rv.owner.inputs))
     try:
-        draw_fn = pm.compile(inputs=[], outputs=outputs, random_seed=random_seed)
-        draws = np.array(
-            [np.concatenate([np.ravel(v) for v in draw_fn()]) for _ in range(int(n))], dtype=float
-        )
+        fn = pm.compile(inputs=[], outputs=list(model.free_RVs) + forward, random_seed=random_seed)
+        raw = [fn() for _ in range(int(n))]
     except NotImplementedError as err:
         raise ValueError(
             "The model's prior cannot be drawn from (an improper or custom prior without a "
             "random generator), so method='prior' is unavailable; use 'advi'."
         ) from err
+    k = len(model.free_RVs)
+    names = [rv.name for rv in model.free_RVs]
+    constrained = [dict(zip(names, r[:k], strict=True)) for r in raw]
     # Value variables are listed in the same order as free_RVs.
-    if not np.all(np.isfinite(draws)):
+    flat = np.array([np.concatenate([np.ravel(v) for v in r[k:]]) for r in raw], dtype=float)
+    if not np.all(np.isfinite(flat)):
         raise ValueError("Prior draws on the unconstrained space are not all finite.")
+    return constrained, flat
+
+
+def _fit_prior(target: Target, n: int, random_seed) -> Base:
+    _, draws = _prior_draws(target, n, random_seed)
     cov = np.atleast_2d(np.cov(draws, rowvar=False))
     return Base(mean=draws.mean(axis=0), cov=cov, log_zeta=None, method="prior")
+
+
+def _dispersed(points: np.ndarray, k: int) -> list[int]:
+    """Indices of ``k`` mutually distant points (farthest-point selection, standardised)."""
+    z = (points - points.mean(0)) / np.maximum(points.std(0), 1e-12)
+    chosen = [int(np.argmin(np.sum(z**2, axis=1)))]
+    dist = np.sum((z - z[chosen[0]]) ** 2, axis=1)
+    while len(chosen) < min(k, len(points)):
+        chosen.append(int(np.argmax(dist)))
+        dist = np.minimum(dist, np.sum((z - z[chosen[-1]]) ** 2, axis=1))
+    return chosen
+
+
+def _fit_mixture(target: Target, n: int, n_fits: int, random_seed, progressbar, fit_kwargs) -> Base:
+    if n_fits < 1:
+        raise ValueError(f"n_fits must be at least 1, got {n_fits}.")
+    start_seed, *fit_seeds = split_seed(random_seed, n_fits + 1)
+    rv_names = [rv.name for rv in target.model.free_RVs]
+    fits: list[Base] = []
+    try:
+        # Starts spread over the prior: the most central of 50 * n_fits prior draws, then
+        # repeatedly the draw farthest from those already chosen.
+        constrained, flat = _prior_draws(target, 50 * n_fits, start_seed)
+        starts = [constrained[i] for i in _dispersed(flat, n_fits)]
+    except ValueError:
+        # No prior to draw from: spread the starts around a first fit.
+        fits.append(_fit_advi(target, "advi", n, fit_seeds.pop(), progressbar, **fit_kwargs))
+        rng = np.random.default_rng(start_seed)
+        flat = fits[0].mean + 3 * fits[0].std * rng.standard_normal((n_fits - 1, target.ndim))
+        starts = [{k: target.constrained(x)[k] for k in rv_names} for x in flat]
+    errors = []
+    for start, seed in zip(starts, fit_seeds, strict=False):
+        try:
+            fits.append(_fit_advi(target, "advi", n, seed, progressbar, start=start, **fit_kwargs))
+        except ValueError as err:
+            errors.append(err)
+    if not fits:
+        raise ValueError(
+            f"Every ADVI run of the mixture base failed. The first: {errors[0]}"
+        ) from errors[0]
+    if errors:
+        warnings.warn(
+            f"{len(errors)} of {len(errors) + len(fits)} ADVI runs of the mixture base failed and "
+            f"were dropped. The first: {errors[0]}",
+            stacklevel=3,
+        )
+    # Keep the best fit of each group of duplicates (means within one sd in every coordinate).
+    kept: list[Base] = []
+    for fit in sorted(fits, key=lambda f: -f.log_zeta):
+        if not any(
+            np.all(np.abs(fit.mean - k.mean) < np.maximum(fit.std, k.std)) for k in kept
+        ):
+            kept.append(fit)
+    elbo = np.array([k.log_zeta for k in kept])
+    log_zeta = float(logsumexp(elbo))
+    weights = np.exp(elbo - log_zeta)
+    means = np.array([k.mean for k in kept])
+    mean = weights @ means
+    second = sum(w * (k.cov + np.outer(k.mean, k.mean)) for w, k in zip(weights, kept, strict=True))
+    cov = second - np.outer(mean, mean)
+    return Base(mean=mean, cov=cov, log_zeta=log_zeta, method=f"mixture of {len(kept)}")
+
+
+def base_from_result(idata, model: pm.Model | None = None) -> Base:
+    """A full-covariance Gaussian from a weighted result: the bootstrap of section 6.
+
+    Mean and covariance are the weighted moments of the result's draws on the model's flat
+    unconstrained space (eq. 21), and ``log_zeta`` its log marginal likelihood estimate.
+
+    Parameters
+    ----------
+    idata : xarray.DataTree
+        A result with ``sample_stats.log_weight`` and a log marginal likelihood.
+    model : pymc.Model, optional
+        The model the result belongs to; taken from the context when omitted.
+    """
+    target = Target(modelcontext(model))
+    if "log_marginal_likelihood" not in idata.attrs or "log_weight" not in idata["sample_stats"]:
+        raise ValueError("The result carries no log weights or no log marginal likelihood.")
+    posterior = idata["posterior"].to_dataset()
+    if "unconstrained_posterior" in idata.children:
+        posterior = posterior.merge(idata["unconstrained_posterior"].to_dataset())
+    x = target.flat_draws(posterior).reshape(-1, target.ndim)
+    lw = idata["sample_stats"]["log_weight"].transpose("chain", "draw").values.ravel()
+    w = np.exp(lw - logsumexp(lw))
+    mean = w @ x
+    centred = x - mean
+    cov = (centred * w[:, None]).T @ centred
+    # Guard against a singular estimate (few effective draws in many dimensions).
+    cov = cov + 1e-10 * np.mean(np.diag(cov)) * np.eye(target.ndim)
+    return Base(
+        mean=mean,
+        cov=cov,
+        log_zeta=float(idata.attrs["log_marginal_likelihood"]),
+        method="bootstrap",
+    )
 
 
 def estimate_log_zeta(target: Target, base: Base, n: int = 1000, random_seed=None) -> float:

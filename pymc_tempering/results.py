@@ -30,11 +30,13 @@ from xarray import DataTree
 
 from pymc_tempering.target import Target
 
-__all__ = ["build_result", "METHOD_VARIABLES"]
+__all__ = ["build_result", "base_group", "flat_draws_from_result", "METHOD_VARIABLES", "PSEUDO_SAMPLE"]
 
 # Names of the method variables a result's posterior may hold beside the model's own.
 INVERSE_TEMPERATURE = "inverse_temperature"
 TEMPERATURE_CONTROL = "temperature_control"
+# The dimension of pseudo-samples (pseudo-extended MCMC) in the posterior and in log_weight.
+PSEUDO_SAMPLE = "pseudo_sample"
 METHOD_VARIABLES = frozenset({INVERSE_TEMPERATURE, TEMPERATURE_CONTROL})
 
 
@@ -73,6 +75,9 @@ def build_result(
     log_weight: np.ndarray | None = None,
     log_marginal_likelihood: tuple[float, float, np.ndarray] | None = None,
     attrs: dict | None = None,
+    log_weight_dims: list[str] | None = None,
+    extra_stats: dict[str, np.ndarray] | None = None,
+    extra_groups: dict[str, xr.Dataset] | None = None,
 ) -> DataTree:
     """Turn a sampler's ``DataTree`` into the library's result layout.
 
@@ -90,6 +95,13 @@ def build_result(
     log_marginal_likelihood : (estimate, standard_error, per_chain), optional
     attrs : dict, optional
         Further scalar settings for the root ``attrs``.
+    log_weight_dims : list of str, optional
+        Names of the dims of ``log_weight`` after ``(chain, draw)``, e.g. ``["pseudo_sample"]``;
+        a dim the posterior also has takes its coords. Default ``log_weight_dim_0``, ...
+    extra_stats : dict of name to ndarray (chain, draw), optional
+        Further per-draw statistics of the method for ``sample_stats``.
+    extra_groups : dict of name to xarray.Dataset, optional
+        Further groups (e.g. ``bootstrap`` rounds).
 
     Returns
     -------
@@ -105,9 +117,19 @@ def build_result(
     chain_draw = {"chain": posterior["chain"], "draw": posterior["draw"]}
     if log_weight is not None:
         log_weight = np.asarray(log_weight, dtype=float)
-        extra_dims = [f"log_weight_dim_{i}" for i in range(log_weight.ndim - 2)]
+        if log_weight_dims is None:
+            extra_dims = [f"log_weight_dim_{i}" for i in range(log_weight.ndim - 2)]
+        else:
+            extra_dims = list(log_weight_dims)
+            if len(extra_dims) != log_weight.ndim - 2:
+                raise ValueError(
+                    f"log_weight has {log_weight.ndim - 2} dims after (chain, draw) but "
+                    f"log_weight_dims names {len(extra_dims)}."
+                )
+        weight_coords = dict(chain_draw)
+        weight_coords.update({d: posterior[d] for d in extra_dims if d in posterior.coords})
         stats["log_weight"] = xr.DataArray(
-            log_weight, dims=["chain", "draw", *extra_dims], coords=chain_draw
+            log_weight, dims=["chain", "draw", *extra_dims], coords=weight_coords
         )
     root_attrs = {"method": method}
     if log_marginal_likelihood is not None:
@@ -117,10 +139,42 @@ def build_result(
         )
         root_attrs["log_marginal_likelihood"] = float(estimate)
         root_attrs["log_marginal_likelihood_se"] = float(se)
+    for name, values in (extra_stats or {}).items():
+        stats[name] = xr.DataArray(np.asarray(values), dims=["chain", "draw"], coords=chain_draw)
     groups["sample_stats"] = stats
+    groups.update(extra_groups or {})
     groups.update(_model_data_groups(target))
 
     root_attrs.update(attrs or {})
     tree = DataTree.from_dict({f"/{name}": ds for name, ds in groups.items()})
     tree.attrs = _check_scalar_attrs(root_attrs)
     return tree
+
+
+def base_group(target: Target, mean: np.ndarray, variance: np.ndarray) -> xr.Dataset:
+    """The ``base`` group: a Gaussian base's mean and variances on the flat unconstrained space.
+
+    Its coordinate ``flat_variable`` names the value variable of each flat element, so the
+    flat draws can be rebuilt from the result alone (:func:`flat_draws_from_result`).
+    """
+    labels = np.repeat(np.array(target.names, dtype=object), target.sizes).astype(str)
+    return xr.Dataset(
+        {"mean": ("flat", np.asarray(mean)), "variance": ("flat", np.asarray(variance))},
+        coords={"flat_variable": ("flat", labels)},
+    )
+
+
+def flat_draws_from_result(idata: DataTree) -> np.ndarray:
+    """Flat unconstrained draws ``(chain, draw, ndim)`` of a result that has a ``base`` group."""
+    labels = list(idata["base"]["flat_variable"].values)
+    names = list(dict.fromkeys(labels))
+    parts = []
+    for name in names:
+        group = (
+            "unconstrained_posterior"
+            if "unconstrained_posterior" in idata.children and name in idata["unconstrained_posterior"]
+            else "posterior"
+        )
+        arr = idata[group][name].transpose("chain", "draw", ...).values
+        parts.append(np.asarray(arr, dtype=float).reshape(arr.shape[0], arr.shape[1], -1))
+    return np.concatenate(parts, axis=-1)

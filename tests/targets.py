@@ -23,20 +23,25 @@ def conjugate_normal(n_obs: int = 20, seed: int = 0):
     return model, float(log_z), float(post_mean), float(np.sqrt(post_var))
 
 
-def hierarchical_linear_gaussian(n_groups: int = 50, per_group: int = 4, seed: int = 0):
+def hierarchical_linear_gaussian(n_groups: int = 50, per_group: int = 4, seed: int = 0, data=None):
     """Group intercepts, two regressors, known scales: the marginal of y is Gaussian.
 
     ``mu_a ~ N(0, 2^2)``, ``a_j ~ N(mu_a, 0.5^2)``, ``b ~ N(0, 1)^2``,
-    ``y_i ~ N(a_{g_i} + X_i b, 0.8^2)``. ``n_groups + 3`` parameters.
+    ``y_i ~ N(a_{g_i} + X_i b, 0.8^2)``. ``n_groups + 3`` parameters. Simulated data by default;
+    ``data=(group, X, y)`` uses given data (e.g. the radon counties and regressors).
     Returns ``(model, log_evidence, posterior_mean_of_(mu_a, a, b))``.
     """
     rng = np.random.default_rng(seed)
     s_mu, tau, s_b, sigma = 2.0, 0.5, 1.0, 0.8
-    n = n_groups * per_group
-    group = np.repeat(np.arange(n_groups), per_group)
-    X = rng.normal(size=(n, 2))
-    a_true = rng.normal(1.0, tau, size=n_groups)
-    y = a_true[group] + X @ np.array([0.5, -0.7]) + rng.normal(0, sigma, size=n)
+    if data is None:
+        n = n_groups * per_group
+        group = np.repeat(np.arange(n_groups), per_group)
+        X = rng.normal(size=(n, 2))
+        a_true = rng.normal(1.0, tau, size=n_groups)
+        y = a_true[group] + X @ np.array([0.5, -0.7]) + rng.normal(0, sigma, size=n)
+    else:
+        group, X, y = (np.asarray(d) for d in data)
+        n, n_groups = len(y), int(group.max()) + 1
     coords = {"group": np.arange(n_groups), "coef": ["x1", "x2"], "obs": np.arange(n)}
     with pm.Model(coords=coords) as model:
         mu_a = pm.Normal("mu_a", 0, s_mu)
@@ -58,6 +63,31 @@ def hierarchical_linear_gaussian(n_groups: int = 50, per_group: int = 4, seed: i
     gain = prior_cov @ A.T @ np.linalg.inv(cov_y)
     post_mean = gain @ y
     return model, float(log_z), post_mean
+
+
+def radon_linear_gaussian():
+    """The hierarchical linear-Gaussian model on the radon data: 85 counties, 919 households,
+    regressors floor and log uranium, known scales (88 parameters)."""
+    from pymc_tempering.datasets import load_radon
+
+    df = load_radon()
+    return hierarchical_linear_gaussian(
+        data=(df["county_code"], df[["floor", "log_uppm"]].to_numpy(), df["log_radon"])
+    )
+
+
+def four_mode_mixture():
+    """A normalised 2-D mixture of four well-separated Gaussians, weights 0.1/0.2/0.3/0.4.
+
+    Returns ``(model, mean)``; log Z = 0.
+    """
+    weights = np.array([0.1, 0.2, 0.3, 0.4])
+    mus = np.array([[-4.0, -4.0], [-4.0, 4.0], [4.0, -4.0], [4.0, 4.0]])
+    sd = 0.6
+    with pm.Model() as model:
+        comps = [pm.MvNormal.dist(mu=m, cov=sd**2 * np.eye(2)) for m in mus]
+        pm.Mixture("x", w=weights, comp_dists=comps)
+    return model, weights @ mus
 
 
 def bimodal_mixture(weights=(0.3, 0.7), mus=(-3.0, 3.0), sigma=0.5):

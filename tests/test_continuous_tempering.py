@@ -200,15 +200,19 @@ def test_analysis_bad_input():
 
 def test_same_seed_same_result():
     model, _, _, _ = conjugate_normal(n_obs=5)
-    kwargs = dict(draws=200, tune=200, chains=2, random_seed=5, progressbar=False, model=model)
-    a, b = pmt.sample_ct(**kwargs), pmt.sample_ct(**kwargs)
+    kwargs = dict(
+        draws=200, tune=200, chains=2, bootstrap=1, bootstrap_draws=100, random_seed=5,
+        progressbar=False, model=model,
+    )
+    a, b = pmt.sample_ct(**kwargs), pmt.sample_ct(**kwargs)  # base fits, bootstrap and all
     np.testing.assert_array_equal(a["posterior"]["mu"].values, b["posterior"]["mu"].values)
     assert a.attrs["log_marginal_likelihood"] == b.attrs["log_marginal_likelihood"]
-    g1 = pmt.sample_ct(**{**kwargs, "random_seed": np.random.default_rng(1)})
-    g2 = pmt.sample_ct(**{**kwargs, "random_seed": np.random.default_rng(1)})
+    quick = {**kwargs, "bootstrap": 0, "base": pmt.Base.from_moments([0.0], [1.0])}
+    g1 = pmt.sample_ct(**{**quick, "random_seed": np.random.default_rng(1)})
+    g2 = pmt.sample_ct(**{**quick, "random_seed": np.random.default_rng(1)})
     np.testing.assert_array_equal(g1["posterior"]["mu"].values, g2["posterior"]["mu"].values)
-    c = pmt.sample_ct(**{**kwargs, "random_seed": 6})
-    assert not np.array_equal(a["posterior"]["mu"].values, c["posterior"]["mu"].values)
+    c = pmt.sample_ct(**{**quick, "random_seed": 6})
+    assert not np.array_equal(g1["posterior"]["mu"].values, c["posterior"]["mu"].values)
 
 
 def test_hierarchical_evidence_within_standard_error():
@@ -284,7 +288,7 @@ def _run_backend(small_base, sampler, chains=2):
     model, base = small_base
     idata = pmt.sample_ct(
         100, tune=100, chains=chains, model=model, base=base, nuts_sampler=sampler,
-        random_seed=0, progressbar=False,
+        bootstrap=0, random_seed=0, progressbar=False,
     )
     assert {"mu", "s", "inverse_temperature"} <= set(idata["posterior"].data_vars)
     assert "s_log__" in idata["unconstrained_posterior"]

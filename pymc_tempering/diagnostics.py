@@ -1,0 +1,200 @@
+"""Checks that catch a tempering run that looks fine and is wrong.
+
+They read only the result layout (``pymc_tempering.results``); checks whose inputs a result does
+not carry are skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from arviz_stats.base.array import array_stats
+from scipy import stats
+from xarray import DataTree
+
+from pymc_tempering.estimators import kish_ess, log_ratio_of_means, weighted_mean
+from pymc_tempering.results import INVERSE_TEMPERATURE, flat_draws_from_result
+
+__all__ = ["Diagnosis", "diagnose"]
+
+KHAT_LIMIT = 0.7  # Pareto k-hat above this: the weights' variance is unreliable (PSIS rule)
+FAMILY_P = 1e-3  # family-wise false-alarm rate of the z-score and chi-square checks
+
+
+@dataclass
+class Diagnosis:
+    """The outcome of :func:`diagnose`.
+
+    Attributes
+    ----------
+    checks : pandas.DataFrame
+        One row per check: ``value``, ``limit``, ``ok`` and what it means.
+    problems : list of str
+        One sentence per failed check, naming the likely cause and what to do.
+    """
+
+    checks: pd.DataFrame
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every check passed."""
+        return not self.problems
+
+    def __str__(self) -> str:
+        text = self.checks.to_string()
+        if self.problems:
+            text += "\n\nProblems:\n" + "\n".join(f"- {p}" for p in self.problems)
+        return text
+
+
+def _round_trips(beta: np.ndarray, near: float) -> np.ndarray:
+    """Per chain, the number of passages between beta < near and beta > 1 - near."""
+    trips = []
+    for chain in beta:
+        state = np.where(chain < near, 0, np.where(chain > 1 - near, 1, -1))
+        ends = state[state >= 0]
+        trips.append(int(np.count_nonzero(np.diff(ends))))
+    return np.array(trips)
+
+
+def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
+    """Check a tempering result for the failures that bias its estimates silently.
+
+    Checks (each skipped when the result lacks its inputs):
+
+    - ``beta_near_0``, ``beta_near_1``: fraction of draws with the inverse temperature within
+      ``near`` of 0 and of 1; a problem when one end is never visited (the base or the target
+      is not reached, so eq. 20 has nothing to compare).
+    - ``min_end_to_end_passages``: fewest passages between the two ends in any chain.
+    - ``base_moments_max_abs_z``: the base-moment check of eq. (22): the means and variances of
+      the draws weighted towards beta = 0 against the base's known ones, in Monte Carlo standard
+      errors; a problem above the Bonferroni limit for a family-wise rate of 0.001.
+    - ``ess_weights``: Kish's effective sample size of the importance weights.
+    - ``pareto_khat``: Pareto k-hat of the log weights (arviz-stats' PSIS); a problem above 0.7.
+    - ``chains_log_z_chi2_p``: the p-value of the per-chain log Z estimates agreeing within
+      their standard errors (chi-square with chains - 1 degrees of freedom); a problem below
+      0.001.
+
+    Parameters
+    ----------
+    idata : xarray.DataTree
+        A result of a pymc_tempering method.
+    near : float
+        Width of the bands at beta = 0 and beta = 1.
+
+    Returns
+    -------
+    Diagnosis
+    """
+    rows, problems = {}, []
+
+    def add(name, value, limit, ok, meaning):
+        rows[name] = {"value": value, "limit": limit, "ok": bool(ok), "meaning": meaning}
+
+    stats_ = idata["sample_stats"] if "sample_stats" in idata.children else None
+    posterior = idata["posterior"] if "posterior" in idata.children else None
+
+    if posterior is not None and INVERSE_TEMPERATURE in posterior:
+        beta = posterior[INVERSE_TEMPERATURE].transpose("chain", "draw").values
+        low, high = float(np.mean(beta < near)), float(np.mean(beta > 1 - near))
+        trips = _round_trips(beta, near)
+        add("beta_near_0", low, "> 0", low > 0, f"fraction of draws with beta < {near}")
+        add("beta_near_1", high, "> 0", high > 0, f"fraction of draws with beta > {1 - near}")
+        add(
+            "min_end_to_end_passages",
+            int(trips.min()),
+            "> 0",
+            trips.min() > 0,
+            "fewest passages between the two ends of beta in one chain",
+        )
+        if low == 0:
+            problems.append(
+                "The inverse temperature never came near 0: the chains never visited the base, "
+                "so the log marginal likelihood is extrapolated. log_zeta is probably far below "
+                "log Z, or the base far from the target: use bootstrap rounds or a better base."
+            )
+        if high == 0:
+            problems.append(
+                "The inverse temperature never came near 1: the chains never visited the "
+                "target, so the weights rest on base draws. log_zeta is probably far above "
+                "log Z: use bootstrap rounds or a better log_zeta."
+            )
+        if low > 0 and high > 0 and trips.min() == 0:
+            problems.append(
+                "A chain never moved between the base and the target ends of beta: it mixes "
+                "poorly in the temperature, so the chains' estimates are not independent views."
+            )
+
+    if stats_ is not None and "log_weight" in stats_ and stats_["log_weight"].ndim == 2:
+        lw = stats_["log_weight"].transpose("chain", "draw").values
+        ess = kish_ess(lw)
+        khat = float(array_stats.pareto_khat(lw.ravel(), chain_axis=None, draw_axis=-1, log_weights=True))
+        add("ess_weights", ess, "-", True, "Kish effective sample size of the weights")
+        add("pareto_khat", khat, f"<= {KHAT_LIMIT}", khat <= KHAT_LIMIT, "Pareto k-hat of log weights")
+        if khat > KHAT_LIMIT:
+            problems.append(
+                f"The importance weights are heavy-tailed (Pareto k-hat {khat:.2f} > "
+                f"{KHAT_LIMIT}): a few draws dominate the weighted estimates and their standard "
+                "errors are unreliable. The base is probably far from the target."
+            )
+
+        if "log_base_weight" in stats_:
+            lw0 = stats_["log_base_weight"].transpose("chain", "draw").values
+            if "base" in idata.children:
+                z = _base_moment_z(idata, lw0)
+                limit = float(stats.norm.isf(FAMILY_P / (2 * z.size)))
+                max_z = float(np.nanmax(np.abs(z)))
+                add(
+                    "base_moments_max_abs_z",
+                    max_z,
+                    f"<= {limit:.2f}",
+                    max_z <= limit,
+                    "eq. (22): base mean and variance from beta->0 weighted draws, in MCSE",
+                )
+                if max_z > limit:
+                    problems.append(
+                        "The draws weighted towards beta = 0 do not reproduce the base's mean and "
+                        f"variance (max |z| = {max_z:.1f}): the chains have not converged to the "
+                        "tempered joint density, so its estimates are biased. Run longer chains."
+                    )
+            if lw.shape[0] > 1:
+                p = _chain_agreement(lw, lw0)
+                add(
+                    "chains_log_z_chi2_p",
+                    p,
+                    f">= {FAMILY_P}",
+                    p >= FAMILY_P,
+                    "per-chain log Z estimates agree within their standard errors",
+                )
+                if p < FAMILY_P:
+                    problems.append(
+                        "The chains' log marginal likelihood estimates disagree beyond their "
+                        f"standard errors (chi-square p = {p:.1e}): some chains explored other "
+                        "modes or temperatures than others. Run longer chains or improve the base."
+                    )
+
+    return Diagnosis(checks=pd.DataFrame.from_dict(rows, orient="index"), problems=problems)
+
+
+def _base_moment_z(idata: DataTree, lw0: np.ndarray) -> np.ndarray:
+    base = idata["base"]
+    x = flat_draws_from_result(idata)
+    mean = base["mean"].values
+    var = base["variance"].values
+    est_mean, se_mean = weighted_mean(x, lw0)
+    est_var, se_var = weighted_mean((x - mean) ** 2, lw0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.concatenate([(est_mean - mean) / se_mean, (est_var - var) / se_var])
+
+
+def _chain_agreement(lw1: np.ndarray, lw0: np.ndarray) -> float:
+    est, se = np.array([log_ratio_of_means(a, b) for a, b in zip(lw1, lw0, strict=True)]).T
+    if np.any(~(se > 0)):
+        return float("nan")
+    w = 1 / se**2
+    pooled = np.sum(w * est) / np.sum(w)
+    chi2 = float(np.sum(w * (est - pooled) ** 2))
+    return float(stats.chi2.sf(chi2, df=len(est) - 1))
