@@ -17,6 +17,7 @@ from pymc_tempering.transforms.continuous_tempering import (
     continuously_tempered_model,
     sample_ct,
 )
+from pymc_tempering.transforms.pseudo_extended import pseudo_extended_model, sample_pe
 
 
 __version__ = "0.1.0"
@@ -38,4 +39,6 @@ __all__ = [
     "resample",
     "sample_ct",
     "weighted_summary",
+    "pseudo_extended_model",
+    "sample_pe",
 ]

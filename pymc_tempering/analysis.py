@@ -17,7 +17,8 @@ from scipy.special import logsumexp
 from xarray import DataTree
 
 from pymc_tempering.estimators import kish_ess, weighted_mean
-from pymc_tempering.results import METHOD_VARIABLES
+from pymc_tempering.results import METHOD_VARIABLES, PSEUDO_SAMPLE
+from pymc_tempering.sampling import split_seed
 
 __all__ = ["LogMarginalLikelihood", "log_marginal_likelihood", "resample", "weighted_summary"]
 
@@ -81,13 +82,29 @@ def log_marginal_likelihood(idata: DataTree) -> LogMarginalLikelihood:
 
 
 def _log_weight(idata: DataTree) -> np.ndarray:
+    """Log weights ``(chain, draw)``, or ``(chain, draw, pseudo_sample)`` for pseudo-samples."""
     _require(idata, "sample_stats", "log_weight")
-    lw = idata["sample_stats"]["log_weight"].transpose("chain", "draw", ...).values
-    if lw.ndim != 2:
-        raise NotImplementedError("Only one weight per draw is supported here.")
+    da = idata["sample_stats"]["log_weight"]
+    extra = [d for d in da.dims if d not in ("chain", "draw")]
+    if extra not in ([], [PSEUDO_SAMPLE]):
+        raise NotImplementedError(
+            f"Only one weight per draw or per pseudo-sample is supported here; log_weight has "
+            f"the extra dims {extra}."
+        )
+    lw = da.transpose("chain", "draw", ...).values
     if not np.any(np.isfinite(lw)):
         raise ValueError("All log weights are -inf or NaN.")
     return np.asarray(lw, dtype=float)
+
+
+def _pick_pseudo_samples(posterior: xr.Dataset, lw: np.ndarray, rng) -> xr.Dataset:
+    """One pseudo-sample per draw, drawn by its weight (appendix B of Nemeth et al.)."""
+    p = np.exp(lw - logsumexp(lw, axis=-1, keepdims=True))
+    cdf = np.cumsum(p, axis=-1)
+    u = rng.random(lw.shape[:2])[..., None] * cdf[..., -1:]
+    index = np.minimum((u >= cdf).sum(axis=-1), lw.shape[-1] - 1)
+    picked = posterior.isel({PSEUDO_SAMPLE: xr.DataArray(index, dims=("chain", "draw"))})
+    return picked.drop_vars(PSEUDO_SAMPLE, errors="ignore")
 
 
 def resample(idata: DataTree, draws: int | None = None, random_seed=None) -> DataTree:
@@ -96,7 +113,9 @@ def resample(idata: DataTree, draws: int | None = None, random_seed=None) -> Dat
     Parameters
     ----------
     idata : xarray.DataTree
-        A weighted result.
+        A weighted result. With a ``pseudo_sample`` dim in ``log_weight`` (pseudo-extended
+        MCMC), one pseudo-sample is first picked per draw by its weight (appendix B of Nemeth
+        et al.); the draws are then resampled by their total weights.
     draws : int, optional
         Number of draws. ``None`` (default) keeps the number of draws and uses stratified
         resampling (lower variance); a number uses multinomial resampling.
@@ -112,11 +131,22 @@ def resample(idata: DataTree, draws: int | None = None, random_seed=None) -> Dat
     """
     _require(idata, "posterior")
     lw = _log_weight(idata)
+    source = idata
+    if lw.ndim == 3:
+        # Pseudo-samples: pick one per draw by its weight (appendix B), then resample the draws
+        # by their total weights (all equal to one for sample_pe).
+        pick_seed, random_seed = split_seed(random_seed, 2)
+        picked = _pick_pseudo_samples(
+            idata["posterior"].to_dataset(), lw, np.random.default_rng(pick_seed)
+        )
+        picked.attrs = idata["posterior"].attrs
+        source = DataTree.from_dict({"/posterior": picked})
+        lw = logsumexp(lw, axis=-1)
     weights = np.exp(lw - logsumexp(lw)).ravel()
     weights = weights / weights.sum()
     n = weights.size if draws is None else int(draws)
     resampled = az.extract(
-        idata,
+        source,
         group="posterior",
         num_samples=n,
         weights=weights,
@@ -157,7 +187,10 @@ def weighted_summary(
     Parameters
     ----------
     idata : xarray.DataTree
-        A weighted result.
+        A weighted result. With a ``pseudo_sample`` dim in ``log_weight`` (pseudo-extended
+        MCMC) the summaries weight over draws and pseudo-samples (eq. 13 of Nemeth et al.),
+        and ``mcse_mean`` treats each draw's weighted average over its pseudo-samples as one
+        term of the series.
     var_names : list of str, optional
         Variables of ``posterior`` to summarise; default all but the method's own
         (``inverse_temperature``, ...).
@@ -187,13 +220,33 @@ def weighted_summary(
     w = np.exp(lw - lw.max()).ravel()
     w = w / w.sum()
     ess_w = kish_ess(lw)
+    # With pseudo-samples, each draw's estimate is its weighted average over pseudo-samples,
+    # h_t = sum_i w_ti f_ti / W_t, weighted across draws by W_t = sum_i w_ti: the same mean,
+    # with the standard error of a series of draws.
+    lw_draw = logsumexp(lw, axis=-1) if lw.ndim == 3 else lw
+    w_within = np.exp(lw - lw_draw[..., None]) if lw.ndim == 3 else None
     q_lo, q_hi = (1 - prob) / 2, 1 - (1 - prob) / 2
     rows, index = [], []
     for name in names:
-        da = posterior[name].transpose("chain", "draw", ...)
-        values = np.asarray(da.values, dtype=float)
-        flat = values.reshape(values.shape[0] * values.shape[1], -1)
-        mean, mcse = weighted_mean(values.reshape(values.shape[:2] + (-1,)), lw)
+        da = posterior[name]
+        if w_within is not None:
+            if PSEUDO_SAMPLE not in da.dims:
+                raise ValueError(
+                    f"{name!r} has no {PSEUDO_SAMPLE!r} dim but the weights have one; it "
+                    "cannot be weighted (pass var_names)."
+                )
+            da = da.transpose("chain", "draw", PSEUDO_SAMPLE, ...)
+            values = np.asarray(da.values, dtype=float)
+            per_draw = values.reshape(values.shape[:3] + (-1,))
+            flat = per_draw.reshape(-1, per_draw.shape[-1])
+            h = np.einsum("cdi,cdik->cdk", w_within, per_draw)
+            mean, mcse = weighted_mean(h, lw_draw)
+            da = da.isel({PSEUDO_SAMPLE: 0}, drop=True)
+        else:
+            da = da.transpose("chain", "draw", ...)
+            values = np.asarray(da.values, dtype=float)
+            flat = values.reshape(values.shape[0] * values.shape[1], -1)
+            mean, mcse = weighted_mean(values.reshape(values.shape[:2] + (-1,)), lw)
         var = np.einsum("n,nk->k", w, (flat - mean) ** 2)
         quantiles = np.quantile(flat, [q_lo, 0.5, q_hi], axis=0, weights=w, method="inverted_cdf")
         for k, label in enumerate(_labels(name, da)):

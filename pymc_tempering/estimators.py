@@ -26,6 +26,8 @@ __all__ = [
     "weighted_mean",
     "log_marginal_likelihood_ct",
     "kish_ess",
+    "log_mean_exp",
+    "log_marginal_likelihood_pe",
 ]
 
 
@@ -169,3 +171,58 @@ def kish_ess(log_weight) -> float:
     """
     lw = np.asarray(log_weight, dtype=float).ravel()
     return float(np.exp(2 * logsumexp(lw) - logsumexp(2 * lw)))
+
+
+def log_marginal_likelihood_pe(log_r) -> tuple[float, float, np.ndarray]:
+    """The pseudo-extended estimate of log Z with a normalised proposal (eq. 4 of Nemeth et al.).
+
+    Under eq. (4), ``E[1 / R] = 1 / Z`` with ``R = (1/N) sum_i gamma(x_i) / q(x_i)``, so
+    ``log Z = -log mean(1 / R)``. It is finite-variance only when ``E[1 / R^2]`` is finite,
+    which needs a proposal ``q`` with lighter tails than the target.
+
+    Parameters
+    ----------
+    log_r : array_like, shape (chain, draw)
+        ``log R`` at each draw of the extended target.
+
+    Returns
+    -------
+    estimate : float
+        Pooled over all chains.
+    standard_error : float
+        Delta-method standard error with the multi-chain ESS (module docstring).
+    per_chain : ndarray, shape (chain,)
+        The estimate from each chain alone.
+    """
+    log_r = _as_chain_draw(log_r)
+    estimate, se = log_ratio_of_means(-log_r, np.zeros_like(log_r))
+    per_chain = -(logsumexp(-log_r, axis=1) - np.log(log_r.shape[1]))
+    return float(-estimate), se, per_chain
+
+
+def log_mean_exp(log_w) -> tuple[float, float]:
+    """``log(mean(w))`` of independent weights given as logs, and its standard error.
+
+    For independent draws (AIS runs, importance sampling) the standard error of the log mean is,
+    by the delta method, ``sd(w) / (mean(w) sqrt(n))``. It is a stochastic lower bound on the log
+    of ``E[w]`` (Jensen), with a bias of about ``-se^2 / 2``.
+
+    Parameters
+    ----------
+    log_w : array_like
+        Log weights, any shape (all entries are pooled).
+
+    Returns
+    -------
+    estimate, standard_error : float
+    """
+    lw = np.asarray(log_w, dtype=float).ravel()
+    if lw.size == 0:
+        raise ValueError("No weights.")
+    n = lw.size
+    est = logsumexp(lw) - np.log(n)
+    if not np.isfinite(est):
+        return float(est), float("nan")
+    w = np.exp(lw - est)  # mean 1
+    se = np.std(w, ddof=1) / np.sqrt(n) if n > 1 else float("nan")
+    return float(est), float(se)

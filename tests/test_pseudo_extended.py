@@ -1,0 +1,405 @@
+"""Pseudo-extended MCMC: the extended model exactly, then weights, moments and evidence by sampling."""
+
+import json
+from importlib.resources import files
+
+import numpy as np
+import pandas as pd
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+import pytest
+import xarray as xr
+from arviz_stats.base.array import array_stats
+from conftest import model_fingerprint
+from scipy import stats
+from scipy.special import log_expit, logsumexp
+from targets import conjugate_normal
+from test_target import reference_logp
+
+import pymc_tempering as pmt
+from pymc_tempering.estimators import log_marginal_likelihood_pe
+from pymc_tempering.transforms.pseudo_extended import pe_log_weights
+
+K = 4  # |estimate - truth| < K * standard error, as in the other method tests
+K_MOMENTS = 3  # the issue's bound for the mixture moments
+BETA_MIN = 1e-3
+
+BASE_MEAN = np.array([0.4, -0.5])
+BASE_COV = np.array([[0.3, 0.05], [0.05, 0.2]])
+
+
+# ---------------------------------------------------------------------------- references
+def reference_pe_tempered(xs, us, y, beta_min=BETA_MIN):
+    """Eq. (8) with pi = g = 1, written out by hand for the normal_model fixture.
+
+    ``xs`` are the N flat points (mu, log s), ``us`` the logits of the rescaled betas.
+    """
+    log_gamma = np.array([reference_logp(x, y) for x in xs])
+    beta = beta_min + (1 - beta_min) / (1 + np.exp(-np.asarray(us)))
+    n = len(xs)
+    terms = [
+        np.prod([np.exp(beta[j] * log_gamma[j]) for j in range(n) if j != i])
+        * np.exp(log_gamma[i])
+        for i in range(n)
+    ]
+    log_jac = np.sum(log_expit(us) + log_expit(-np.asarray(us)))
+    return np.log(np.sum(terms) / n) + log_jac
+
+
+def reference_pe_base(xs, y):
+    """Eq. (4) written out by hand: (1/N) sum_i gamma(x_i) prod_{j != i} q(x_j)."""
+    q = stats.multivariate_normal(BASE_MEAN, BASE_COV)
+    n = len(xs)
+    terms = [
+        np.exp(reference_logp(xs[i], y)) * np.prod([q.pdf(xs[j]) for j in range(n) if j != i])
+        for i in range(n)
+    ]
+    return np.log(np.sum(terms) / n)
+
+
+def _point(pe_model, xs, us=None):
+    point = {"mu": np.array([x[0] for x in xs]), "s_log__": np.array([x[1] for x in xs])}
+    if us is not None:
+        point["temperature_control"] = np.asarray(us, dtype=float)
+    return point
+
+
+POINTS = [
+    ([(0.1, -0.3), (1.2, 0.4)], [0.0, 1.0]),
+    ([(-1.5, 0.8), (0.3, -1.0)], [2.5, -4.0]),
+    ([(2.0, -2.0), (0.5, 0.1)], [-3.0, 6.0]),
+]
+
+
+# ---------------------------------------------------------------------------- exact tests
+def test_extended_model_structure_and_user_model_untouched(normal_model):
+    model, _ = normal_model
+    before = model_fingerprint(model)
+    pe_model = pmt.pseudo_extended_model(model, 3)
+    assert model_fingerprint(model) == before
+    assert pe_model.parent is None
+    assert [v.name for v in pe_model.value_vars] == ["mu", "s_log__", "temperature_control"]
+    assert {d.name for d in pe_model.deterministics} == {"s", "mu_twice", "inverse_temperature"}
+    assert list(pe_model.coords["pseudo_sample"]) == [0, 1, 2]
+    assert pe_model.named_vars_to_dims["mu_twice"] == ("pseudo_sample",)
+    assert pe_model.coords["obs"] == model.coords["obs"]
+
+
+def test_n1_tempered_equals_target_times_beta_density(normal_model):
+    """N = 1: the x-part is the target; beta is independent with density sigmoid'(u)."""
+    model, y = normal_model
+    pe_model = pmt.pseudo_extended_model(model, 1)
+    logp_fn = pe_model.compile_logp()
+    for x, u in [((0.1, -0.3), 0.0), ((-1.5, 0.8), 2.5), ((2.0, -2.0), -3.0)]:
+        expected = reference_logp(x, y) + log_expit(u) + log_expit(-u)
+        np.testing.assert_allclose(logp_fn(_point(pe_model, [x], [u])), expected, rtol=1e-8)
+
+
+def test_n1_base_proposal_equals_target(normal_model):
+    model, y = normal_model
+    base = pmt.Base.from_moments(BASE_MEAN, BASE_COV)
+    pe_model = pmt.pseudo_extended_model(model, 1, proposal=base)
+    assert [v.name for v in pe_model.value_vars] == ["mu", "s_log__"]
+    logp_fn = pe_model.compile_logp()
+    for xs, _ in POINTS:
+        np.testing.assert_allclose(
+            logp_fn(_point(pe_model, xs[:1])), reference_logp(xs[0], y), rtol=1e-8
+        )
+
+
+def test_n2_tempered_logp_matches_eq8(normal_model):
+    model, y = normal_model
+    pe_model = pmt.pseudo_extended_model(model, 2)
+    logp_fn = pe_model.compile_logp()
+    for xs, us in POINTS:
+        np.testing.assert_allclose(
+            logp_fn(_point(pe_model, xs, us)), reference_pe_tempered(xs, us, y), rtol=1e-8
+        )
+
+
+def test_n2_base_logp_matches_eq4(normal_model):
+    model, y = normal_model
+    base = pmt.Base.from_moments(BASE_MEAN, BASE_COV)
+    pe_model = pmt.pseudo_extended_model(model, 2, proposal=base)
+    logp_fn = pe_model.compile_logp()
+    for xs, _ in POINTS:
+        np.testing.assert_allclose(
+            logp_fn(_point(pe_model, xs)), reference_pe_base(xs, y), rtol=1e-8
+        )
+
+
+def test_gradient_matches_finite_differences(normal_model):
+    model, y = normal_model
+    pe_model = pmt.pseudo_extended_model(model, 2)
+    dlogp_fn = pe_model.compile_dlogp()
+    xs, us = POINTS[1]
+    flat = np.array([xs[0][0], xs[1][0], xs[0][1], xs[1][1], *us])
+
+    def f(v):
+        return reference_pe_tempered([(v[0], v[2]), (v[1], v[3])], v[4:], y)
+
+    eps = 1e-6
+    numeric = np.array(
+        [(f(flat + eps * e) - f(flat - eps * e)) / (2 * eps) for e in np.eye(flat.size)]
+    )
+    np.testing.assert_allclose(dlogp_fn(_point(pe_model, xs, us)), numeric, rtol=1e-5, atol=1e-6)
+
+
+def test_deterministics_per_pseudo_sample(normal_model):
+    model, _ = normal_model
+    pe_model = pmt.pseudo_extended_model(model, 2)
+    outs = pe_model.replace_rvs_by_values(
+        [pe_model["s"], pe_model["mu_twice"], pe_model["inverse_temperature"]]
+    )
+    fn = pytensor.function(pe_model.value_vars, outs, on_unused_input="ignore")
+    xs, us = POINTS[0]
+    point = _point(pe_model, xs, us)
+    s, mu_twice, beta = fn(*[point[v.name] for v in pe_model.value_vars])
+    np.testing.assert_allclose(s, np.exp([x[1] for x in xs]))
+    np.testing.assert_allclose(mu_twice, 2 * np.array([x[0] for x in xs]))
+    np.testing.assert_allclose(beta, BETA_MIN + (1 - BETA_MIN) / (1 + np.exp(-np.array(us))))
+
+
+def test_bad_input(normal_model, discrete_model, no_free_model):
+    model, _ = normal_model
+    with pytest.raises(ValueError, match="discrete"):
+        pmt.pseudo_extended_model(discrete_model, 2)
+    with pytest.raises(ValueError, match="no free variables"):
+        pmt.pseudo_extended_model(no_free_model, 2)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="n_pseudo"):
+            pmt.pseudo_extended_model(model, bad)
+    with pytest.raises(ValueError, match="n_pseudo"):
+        pmt.sample_pe(0, model=model)
+    with pytest.raises(ValueError, match="dimension 3"):
+        pmt.pseudo_extended_model(model, 2, proposal=pmt.Base.from_moments(np.zeros(3), np.ones(3)))
+    with pytest.raises(ValueError, match="proposal"):
+        pmt.pseudo_extended_model(model, 2, proposal="gaussian")
+    with pytest.raises(ValueError, match="beta_min"):
+        pmt.pseudo_extended_model(model, 2, beta_min=1.0)
+    with pm.Model() as clash:
+        pm.Normal("inverse_temperature", 0, 1)
+    with pytest.raises(ValueError, match="rename"):
+        pmt.pseudo_extended_model(clash, 2)
+
+
+def test_weights_normalised_within_draw_and_stable():
+    rng = np.random.default_rng(0)
+    log_gamma = rng.normal(scale=1e4, size=(2, 5, 3))
+    log_q = rng.normal(scale=1e4, size=(2, 5, 3))
+    lw = pe_log_weights(log_gamma, log_q)
+    assert np.all(np.isfinite(lw))
+    np.testing.assert_allclose(logsumexp(lw, axis=-1), 0.0, atol=1e-12)
+    r = log_gamma - log_q
+    np.testing.assert_allclose(lw, r - r.max(axis=-1, keepdims=True) - np.log(
+        np.exp(r - r.max(axis=-1, keepdims=True)).sum(-1, keepdims=True)))
+
+
+def test_evidence_estimator_on_arrays():
+    """With R = Z exactly (proposal equal to the target), log Z is exact with zero error."""
+    est, se, per_chain = log_marginal_likelihood_pe(np.full((3, 50), 1.7))
+    assert est == pytest.approx(1.7) and se == 0.0
+    np.testing.assert_allclose(per_chain, 1.7)
+    # 1/R exponential with mean 1/Z: the estimate is the log of the inverse sample mean
+    rng = np.random.default_rng(1)
+    inv_r = rng.exponential(scale=np.exp(-2.0), size=(4, 2000))
+    est, se, _ = log_marginal_likelihood_pe(-np.log(inv_r))
+    assert est == pytest.approx(-np.log(inv_r.mean()))
+    assert abs(est - 2.0) < K * se and se == pytest.approx(1 / np.sqrt(8000), rel=0.2)
+
+
+# ---------------------------------------------------------------------------- analysis on a fake result
+def _fake_pe_result():
+    """A hand-built result with 2 pseudo-samples whose weighted summaries are known exactly."""
+    rng = np.random.default_rng(3)
+    chains, draws = 2, 50
+    x = rng.normal(size=(chains, draws, 2))
+    lw = pe_log_weights(rng.normal(size=(chains, draws, 2)), np.zeros((chains, draws, 2)))
+    coords = {"chain": np.arange(chains), "draw": np.arange(draws), "pseudo_sample": [0, 1]}
+    post = xr.Dataset({"x": (("chain", "draw", "pseudo_sample"), x)}, coords=coords)
+    stats_ds = xr.Dataset({"log_weight": (("chain", "draw", "pseudo_sample"), lw)}, coords=coords)
+    tree = xr.DataTree.from_dict({"/posterior": post, "/sample_stats": stats_ds})
+    tree.attrs = {"method": "pseudo_extended"}
+    return tree, x, lw
+
+
+def test_weighted_summary_over_draws_and_pseudo_samples():
+    tree, x, lw = _fake_pe_result()
+    w = np.exp(lw)
+    summary = pmt.weighted_summary(tree)
+    assert list(summary.index) == ["x"]
+    np.testing.assert_allclose(summary.loc["x", "mean"], np.sum(w * x) / w.sum())
+    np.testing.assert_allclose(
+        summary.loc["x", "sd"], np.sqrt(np.sum(w * (x - np.sum(w * x) / w.sum()) ** 2) / w.sum())
+    )
+    h = np.sum(w * x, axis=-1)  # each draw's average over its pseudo-samples
+    ess = array_stats.ess(h, chain_axis=0, draw_axis=1, method="mean")
+    np.testing.assert_allclose(summary.loc["x", "mcse_mean"], h.std(ddof=1) / np.sqrt(ess))
+
+
+def test_resample_picks_one_pseudo_sample_per_draw():
+    tree, x, lw = _fake_pe_result()
+    out = pmt.resample(tree, random_seed=0)
+    values = out["posterior"]["x"].values.ravel()
+    assert out["posterior"]["x"].dims == ("chain", "draw") and values.size == x.shape[0] * x.shape[1]
+    # every draw contributes exactly one of its own pseudo-samples (equal draw weights)
+    pairs = {tuple(row) for row in x.reshape(-1, 2)}
+    picked = [next(p for p in pairs if v in p) for v in values]
+    assert len(set(picked)) == len(pairs)
+    again = pmt.resample(tree, random_seed=0)
+    np.testing.assert_array_equal(again["posterior"]["x"].values, out["posterior"]["x"].values)
+    # the pick frequencies follow the weights: pseudo-sample 1 chosen with probability w_1
+    rng_draws = np.stack(
+        [pmt.resample(tree, random_seed=s)["posterior"]["x"].values.ravel() for s in range(200)]
+    )
+    chosen1 = (rng_draws == x.reshape(-1, 2)[None, :, 1]).mean(axis=0)
+    p1 = np.exp(lw.reshape(-1, 2)[:, 1])
+    se = np.sqrt(p1 * (1 - p1) / 200)
+    assert np.all(np.abs(chosen1 - p1) < 5 * se + 1e-12)
+
+
+# ---------------------------------------------------------------------------- sampling tests
+def bimodal_model():
+    """Section 3.2: 0.5 N(-1, 0.1) + 0.5 N(1, 0.02), variances as in the paper's code
+    (``sigma = np.sqrt([0.1, 0.02])`` in mixture_univariate_gaussians/univariate_mixture.py)."""
+    with pm.Model() as model:
+        pm.NormalMixture("x", w=[0.5, 0.5], mu=[-1.0, 1.0], sigma=np.sqrt([0.1, 0.02]))
+    return model
+
+
+def test_bimodal_plain_nuts_finds_one_mode():
+    idata = pm.sample(
+        1000, tune=1000, chains=4, model=bimodal_model(), random_seed=1, progressbar=False
+    )
+    upper = (idata["posterior"]["x"].values > 0).mean(axis=1)
+    # each chain sees essentially one mode (a rare crossing is allowed)
+    assert np.all((upper < 0.02) | (upper > 0.98))
+
+
+def test_bimodal_sample_pe_finds_both_modes_with_right_weights():
+    idata = pmt.sample_pe(
+        2, draws=3000, tune=1000, model=bimodal_model(), random_seed=2, progressbar=False
+    )
+    x = idata["posterior"]["x"]
+    assert x.dims == ("chain", "draw", "pseudo_sample")
+    lw = idata["sample_stats"]["log_weight"]
+    assert lw.dims == ("chain", "draw", "pseudo_sample")
+    np.testing.assert_allclose(logsumexp(lw.values, axis=-1), 0.0, atol=1e-10)
+    idata["posterior"]["upper"] = (x > 0).astype(float)
+    idata["posterior"]["x_sq"] = x**2
+    summary = pmt.weighted_summary(idata, var_names=["upper", "x", "x_sq"])
+    truth = {"upper": 0.5, "x": 0.0, "x_sq": 0.5 * (1 + 0.1) + 0.5 * (1 + 0.02)}
+    w = np.exp(lw.values)
+    for name, value in truth.items():
+        h = np.sum(w * idata["posterior"][name].values, axis=-1)
+        ess = array_stats.ess(h, chain_axis=0, draw_axis=1, method="mean")
+        assert ess > 100, (name, ess)
+        est, mcse = summary.loc[name, "mean"], summary.loc[name, "mcse_mean"]
+        assert abs(est - value) < K * mcse, (name, est, mcse)
+    assert summary.loc["upper", "mcse_mean"] < 0.05
+    # every chain visits both modes, and the resample of appendix B too
+    picked = pmt.resample(idata, random_seed=0)["posterior"]["x"].values
+    assert 0.4 < (picked > 0).mean() < 0.6
+    with pytest.raises(ValueError, match="no log marginal likelihood"):
+        pmt.log_marginal_likelihood(idata)
+    assert "not identified" in idata.attrs["log_marginal_likelihood_note"]
+
+
+def kou_model(scenario):
+    """The 20-component bivariate mixture of Kou, Zhou & Wong (2006), normalised: log Z = 0."""
+    comp = pd.read_csv(files("pymc_tempering").joinpath("data/kou_mixture_components.csv"))
+    mu = comp[["mu1", "mu2"]].to_numpy()
+    w = comp["w_a" if scenario == "a" else "w_b_normalised"].to_numpy()
+    var = comp["var_a" if scenario == "a" else "var_b"].to_numpy()
+    with pm.Model() as model:
+        x = pm.Flat("x", shape=2, initval=np.array([0.5, 0.5]))
+        d2 = pt.sum((x[None, :] - mu) ** 2, axis=1)
+        pm.Potential("mixture", pt.logsumexp(np.log(w) - np.log(2 * np.pi * var) - d2 / (2 * var)))
+    return model
+
+
+def kou_exact(scenario):
+    with files("pymc_tempering").joinpath("data/kou_mixture_exact_moments.json").open() as fh:
+        exact = json.load(fh)[scenario]
+    return np.array([exact[k] for k in ("E_x1", "E_x2", "E_x1sq", "E_x2sq")])
+
+
+def _check_kou(scenario, n_pseudo, draws, seed):
+    idata = pmt.sample_pe(
+        n_pseudo, draws=draws, tune=1000, model=kou_model(scenario), random_seed=seed,
+        progressbar=False,
+    )
+    x = idata["posterior"]["x"]
+    idata["posterior"]["moments"] = xr.concat(
+        [x.isel(x_dim_0=0), x.isel(x_dim_0=1), x.isel(x_dim_0=0) ** 2, x.isel(x_dim_0=1) ** 2],
+        dim="moment",
+    ).transpose("chain", "draw", "pseudo_sample", "moment")
+    summary = pmt.weighted_summary(idata, var_names=["moments"])
+    w = np.exp(idata["sample_stats"]["log_weight"].values)
+    h = np.einsum("cdi,cdik->cdk", w, idata["posterior"]["moments"].values)
+    ess = [array_stats.ess(h[..., k], chain_axis=0, draw_axis=1, method="mean") for k in range(4)]
+    truth = kou_exact(scenario)
+    est, mcse = summary["mean"].values, summary["mcse_mean"].values
+    print(f"\nkou {scenario} N={n_pseudo}: est {np.round(est, 3)} truth {np.round(truth, 3)} mcse {np.round(mcse, 3)} ess {np.round(ess)}")
+    assert min(ess) > 50, ess  # enough effective draws to trust the standard errors
+    assert np.all(np.abs(est - truth) < K_MOMENTS * mcse), (est, truth, mcse)
+    return est, mcse
+
+
+def test_kou_mixture_scenario_a_n5():
+    _check_kou("a", 5, 3000, seed=11)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", ["a", "b"])
+@pytest.mark.parametrize("n_pseudo", [2, 5, 10])
+def test_kou_mixture_moments(scenario, n_pseudo):
+    # N = 2 mixes slowest (ESS ~50 per 16,000 draws in scenario (a)): run it longer
+    draws = {2: 12000, 5: 4000, 10: 3000}[n_pseudo]
+    _check_kou(scenario, n_pseudo, draws, seed=100 + n_pseudo)
+
+
+def test_conjugate_evidence_with_base_proposal():
+    model, log_z, post_mean, post_sd = conjugate_normal()
+    base = pmt.Base.from_moments([post_mean], [(0.9 * post_sd) ** 2])  # a little narrow
+    idata = pmt.sample_pe(
+        2, draws=1000, tune=1000, proposal=base, model=model, random_seed=5, progressbar=False
+    )
+    lml = pmt.log_marginal_likelihood(idata)
+    assert lml.method == "pseudo_extended" and lml.per_chain.shape == (4,)
+    assert 0 < lml.standard_error < 0.05
+    assert abs(lml.estimate - log_z) < K * lml.standard_error
+    summary = pmt.weighted_summary(idata, var_names=["mu"])
+    assert abs(summary.loc["mu", "mean"] - post_mean) < K * summary.loc["mu", "mcse_mean"]
+    assert "inverse_temperature" not in idata["posterior"]
+
+
+def test_same_seed_same_result():
+    model = bimodal_model()
+    runs = [
+        pmt.sample_pe(2, draws=50, tune=50, chains=2, model=model, random_seed=7,
+                      progressbar=False)
+        for _ in range(2)
+    ]
+    np.testing.assert_array_equal(
+        runs[0]["sample_stats"]["log_weight"].values, runs[1]["sample_stats"]["log_weight"].values
+    )
+
+
+def test_transformed_variable_layout(normal_model):
+    model, _ = normal_model
+    idata = pmt.sample_pe(
+        3, draws=100, tune=100, chains=2, model=model, nuts_sampler="pymc", random_seed=0,
+        progressbar=False,
+    )
+    post = idata["posterior"]
+    assert post["s"].dims == ("chain", "draw", "pseudo_sample")
+    assert post["inverse_temperature"].dims == ("chain", "draw", "pseudo_sample")
+    assert "s_log__" in idata["unconstrained_posterior"]
+    assert list(idata["sample_stats"]["log_weight"]["pseudo_sample"].values) == [0, 1, 2]
+    assert idata.attrs["n_pseudo"] == 3 and idata.attrs["method"] == "pseudo_extended"
+    np.testing.assert_allclose(np.exp(post["s_log__"].values if "s_log__" in post else
+                                      idata["unconstrained_posterior"]["s_log__"].values),
+                               post["s"].values)
+    assert "observed_data" in idata.children
