@@ -19,6 +19,13 @@ from pymc_tempering.transforms.continuous_tempering import (
 )
 from pymc_tempering.transforms.pseudo_extended import pseudo_extended_model, sample_pe
 
+from pymc_tempering.step_methods.gibbs_inverse_temperature import (
+    GibbsInverseTemperature,
+    gibbs_tempered_model,
+    sample_gibbs_ct,
+)
+from pymc_tempering.dynamics.ais import sample_ais
+from pymc_tempering.dynamics.simulated_tempering import sample_simulated_tempering
 
 __version__ = "0.1.0"
 
@@ -41,4 +48,9 @@ __all__ = [
     "weighted_summary",
     "pseudo_extended_model",
     "sample_pe",
+    "GibbsInverseTemperature",
+    "gibbs_tempered_model",
+    "sample_gibbs_ct",
+    "sample_ais",
+    "sample_simulated_tempering",
 ]

@@ -168,6 +168,17 @@ class Base:
         return self.mean + eps @ self._scale_tril.T
 
 
+def check_base(target: Target, base: Base) -> None:
+    """Raise a clear error unless ``base`` is a Base on ``target``'s flat space."""
+    if not isinstance(base, Base):
+        raise TypeError(f"base must be a pymc_tempering.Base, got {type(base).__name__}.")
+    if base.ndim != target.ndim:
+        raise ValueError(
+            f"The base has dimension {base.ndim} but the model's unconstrained space has "
+            f"dimension {target.ndim} ({', '.join(target.names)})."
+        )
+
+
 def fit_base(
     model: pm.Model | None = None,
     method: str = "advi",

@@ -21,7 +21,7 @@ import xarray as xr
 from pymc.model import modelcontext
 from xarray import DataTree
 
-from pymc_tempering.base import Base, base_from_result, estimate_log_zeta, fit_base
+from pymc_tempering.base import Base, base_from_result, check_base, estimate_log_zeta, fit_base
 from pymc_tempering.diagnostics import diagnose
 from pymc_tempering.estimators import ct_log_weights, kish_ess, log_marginal_likelihood_ct
 from pymc_tempering.results import (
@@ -33,20 +33,16 @@ from pymc_tempering.results import (
 from pymc_tempering.sampling import keep_value_variables, split_seed
 from pymc_tempering.target import Target
 
-__all__ = ["continuously_tempered_model", "sample_ct", "prepare_ct", "ct_result"]
+__all__ = [
+    "continuously_tempered_model",
+    "sample_ct",
+    "prepare_ct",
+    "ct_result",
+    "run_with_bootstrap",
+]
 
 _POTENTIAL = "tempered_log_density"
 
-
-
-def _check_base(target: Target, base: Base) -> None:
-    if not isinstance(base, Base):
-        raise TypeError(f"base must be a pymc_tempering.Base, got {type(base).__name__}.")
-    if base.ndim != target.ndim:
-        raise ValueError(
-            f"The base has dimension {base.ndim} but the model's unconstrained space has "
-            f"dimension {target.ndim} ({', '.join(target.names)})."
-        )
 
 
 def continuously_tempered_model(
@@ -81,7 +77,7 @@ def continuously_tempered_model(
     target = Target(modelcontext(model))
     if base is None:
         raise ValueError("A base is required; fit one with pmt.fit_base().")
-    _check_base(target, base)
+    check_base(target, base)
     if log_zeta is None:
         log_zeta = base.log_zeta
     if log_zeta is None or not np.isfinite(log_zeta):
@@ -125,7 +121,7 @@ def sample_ct(
     *,
     base: Base | None = None,
     log_zeta: float | None = None,
-    bootstrap: int = 2,
+    bootstrap: int = 1,
     bootstrap_draws: int = 500,
     nuts_sampler: str | None = None,
     random_seed=None,
@@ -158,8 +154,10 @@ def sample_ct(
         Rounds of the bootstrap of section 6 before the final run: each round runs
         ``bootstrap_draws`` tuning and draws per chain, then takes as the next base the
         full-covariance Gaussian of its weighted moments (:func:`base_from_result`) and as the
-        next ``log_zeta`` its log Z estimate. A round whose weights are worth fewer than
-        ``2 * ndim + 10`` draws (Kish) updates ``log_zeta`` only. The default of 2 fixes the
+        next ``log_zeta`` its log Z estimate (an importance-sampling estimate from the new
+        base when the round did not visit both ends of beta, as happens when the ELBO is far
+        below log Z). A round whose weights are worth fewer than ``2 * ndim + 10`` draws
+        (Kish) updates ``log_zeta`` only. The default of 1 fixes the
         ELBO's bias on hierarchical models (28 nats on the radon linear-Gaussian model) and a
         base that covers the modes only roughly. ``0`` turns it off.
     bootstrap_draws : int
@@ -194,10 +192,8 @@ def sample_ct(
     is not corrected by tempering; the default mixture base covers the modes its ADVI runs
     found. Read the warnings, or :func:`~pymc_tempering.diagnose`.
     """
-    if int(bootstrap) < 0:
-        raise ValueError(f"bootstrap must be a number of rounds >= 0, got {bootstrap}.")
+    _check_bootstrap(bootstrap)
     target, base, log_zeta, seed = prepare_ct(model, base, log_zeta, random_seed, progressbar)
-    *round_seeds, final_seed = split_seed(seed, int(bootstrap) + 1)
     settings = {
         "nuts_sampler": nuts_sampler or "default",
         "chains": int(chains),
@@ -224,11 +220,36 @@ def sample_ct(
             attrs={**settings, "draws": int(draws), "tune": int(tune)},
         )
 
+    return run_with_bootstrap(
+        run, target, base, log_zeta, seed, bootstrap, bootstrap_draws, draws, tune
+    )
+
+
+def _check_bootstrap(bootstrap) -> None:
+    if not isinstance(bootstrap, int | np.integer) or bootstrap < 0:
+        raise ValueError(f"bootstrap must be a number of rounds >= 0, got {bootstrap!r}.")
+
+
+def run_with_bootstrap(run, target, base, log_zeta, seed, bootstrap, bootstrap_draws, draws, tune):
+    """Bootstrap rounds (section 6), the final run, and warnings from :func:`diagnose`.
+
+    Shared by the continuous tempering samplers (joint and Gibbs): ``run(base, log_zeta, draws,
+    tune, seed)`` samples once and returns a result (:func:`ct_result`). Each round refits the
+    base to the round's weighted moments (when its weights are worth at least
+    ``2 * ndim + 10`` draws) and sets ``log_zeta`` to the round's estimate, or, when the round
+    did not visit both ends of beta (more than 1% of draws within 0.1 of 0 and of 1), to an
+    importance-sampling estimate from the refitted base; the rounds are recorded in the final
+    result's ``bootstrap`` group.
+    """
+    _check_bootstrap(bootstrap)
+    *seeds, final_seed = split_seed(seed, 2 * int(bootstrap) + 1)
     rounds = []
-    for round_seed in round_seeds:
+    for round_seed, zeta_seed in zip(seeds[::2], seeds[1::2], strict=True):
         result = run(base, log_zeta, bootstrap_draws, bootstrap_draws, round_seed)
         ess = kish_ess(result["sample_stats"]["log_weight"].values)
         refit = ess >= 2 * target.ndim + 10
+        beta = result["posterior"][INVERSE_TEMPERATURE].values
+        both_ends = np.mean(beta < 0.1) > 0.01 and np.mean(beta > 0.9) > 0.01
         rounds.append(
             {
                 "log_zeta": log_zeta,
@@ -236,11 +257,18 @@ def sample_ct(
                 "log_marginal_likelihood_se": result.attrs["log_marginal_likelihood_se"],
                 "ess_weights": ess,
                 "base_refit": refit,
+                "visited_both_ends": both_ends,
             }
         )
         if refit:
             base = base_from_result(result, target.model)
-        log_zeta = result.attrs["log_marginal_likelihood"]
+        # The round's estimate is only trustworthy when it saw both ends of beta (eq. 20
+        # compares them); otherwise estimate log zeta afresh by importance sampling from the
+        # (refitted) base.
+        if both_ends:
+            log_zeta = result.attrs["log_marginal_likelihood"]
+        else:
+            log_zeta = estimate_log_zeta(target, base, random_seed=zeta_seed)
     result = run(base, log_zeta, draws, tune, final_seed)
     if rounds:
         result["bootstrap"] = DataTree(
@@ -248,7 +276,7 @@ def sample_ct(
         )
     result.attrs["bootstrap"] = len(rounds)
     for problem in diagnose(result).problems:
-        warnings.warn(problem, UserWarning, stacklevel=2)
+        warnings.warn(problem, UserWarning, stacklevel=3)
     return result
 
 
@@ -271,7 +299,7 @@ def prepare_ct(model, base, log_zeta, random_seed, progressbar):
     fit_seed, zeta_seed, sample_seed = split_seed(random_seed, 3)
     if base is None:
         base = fit_base(model, method="mixture", random_seed=fit_seed, progressbar=progressbar)
-    _check_base(target, base)
+    check_base(target, base)
     if log_zeta is None:
         # Both the ELBO and the importance-sampling estimate are (stochastic) lower bounds on
         # log Z; the tighter one keeps beta from piling up at 1 (section 6 of the paper).

@@ -31,7 +31,7 @@ from pymc.model import modelcontext
 from pytensor.graph.replace import vectorize_graph
 from scipy.special import logsumexp
 
-from pymc_tempering.base import Base
+from pymc_tempering.base import Base, check_base
 from pymc_tempering.estimators import log_marginal_likelihood_pe
 from pymc_tempering.results import (
     INVERSE_TEMPERATURE,
@@ -70,11 +70,7 @@ def _check_proposal(target: Target, proposal):
             "proposal must be 'tempered' or a pymc_tempering.Base, got "
             f"{type(proposal).__name__}."
         )
-    if proposal.ndim != target.ndim:
-        raise ValueError(
-            f"The proposal (base) has dimension {proposal.ndim} but the model's unconstrained "
-            f"space has dimension {target.ndim} ({', '.join(target.names)})."
-        )
+    check_base(target, proposal)
     return proposal
 
 

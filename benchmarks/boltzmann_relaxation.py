@@ -1,0 +1,291 @@
+"""Section 7.2 of the CT paper: Gaussian mixture relaxations of Boltzmann machines.
+
+Boltzmann machines with ``D_B`` units are generated as in appendix B (eigenvalues
+``6 tanh(2 n)``, Haar rotation, zero diagonal, biases ``N(0, 0.1^2)``); ``D`` solves the SDP
+(46), here by subgradient descent on ``lambda_max - lambda_min`` of ``W + diag(d)`` followed by a
+shift that puts ``lambda_min`` at 0. Ground truth log Z (eq. 52), mean (53) and covariance (54)
+come from exhaustive enumeration of the ``2^D_B`` states. The base is the moment-matched mixture
+of mean-field variational fits of the Boltzmann machine (section 6), ``log zeta`` its bound.
+
+Compared: joint CT (``sample_ct``), Gibbs CT (``sample_gibbs_ct``), simulated tempering and AIS,
+each at a few run lengths. Reported: RMSE of log Z, of the mean and of the covariance, each
+divided by the RMSE of the base's own values (below 1 = better than the variational base),
+against wall time, as in Fig. 2.
+
+Run: ``python benchmarks/boltzmann_relaxation.py [--units 22] [--models 5] [--quick]``
+(about 15 minutes on 2 shared cores; ``--summarise-only`` rebuilds table and plot).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from scipy.special import logsumexp
+from scipy.stats import special_ortho_group
+
+import pymc_tempering as pmt
+
+RESULTS = Path(__file__).parent / "results"
+
+
+# ---------------------------------------------------------------------------- the targets
+def boltzmann_machine(n_units: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """W and b as in appendix B."""
+    rot = special_ortho_group.rvs(n_units, random_state=rng)
+    eig = 6.0 * np.tanh(2.0 * rng.standard_normal(n_units))
+    w = rot @ np.diag(eig) @ rot.T
+    np.fill_diagonal(w, 0.0)
+    return 0.5 * (w + w.T), 0.1 * rng.standard_normal(n_units)
+
+
+def solve_sdp(w: np.ndarray, iters: int = 3000) -> np.ndarray:
+    """``min lambda_max(W + diag d)`` s.t. ``W + diag d >= 0`` (eq. 46).
+
+    The optimum has ``lambda_min = 0`` (else lower every ``d_i``), so minimise the convex
+    ``lambda_max - lambda_min`` by subgradient descent (subgradient ``v_max^2 - v_min^2``) with
+    diminishing steps, keep the best, and shift ``d`` so that ``lambda_min = 0``.
+    """
+    d = np.zeros(len(w))
+    best, best_d = np.inf, d
+    for k in range(iters):
+        vals, vecs = np.linalg.eigh(w + np.diag(d))
+        spread = vals[-1] - vals[0]
+        if spread < best:
+            best, best_d = spread, d.copy()
+        g = vecs[:, -1] ** 2 - vecs[:, 0] ** 2
+        d = d - (0.5 / np.sqrt(k + 1)) * g / max(np.linalg.norm(g), 1e-12)
+    vals = np.linalg.eigvalsh(w + np.diag(best_d))
+    return best_d - vals[0]
+
+
+def relaxation(w, b):
+    """Q (D_B x D) with QQ^T = W + D, and D's diagonal."""
+    d = solve_sdp(w)
+    vals, vecs = np.linalg.eigh(w + np.diag(d))
+    keep = vals > 1e-6 * vals[-1]
+    q = vecs[:, keep] * np.sqrt(vals[keep])
+    return q, d
+
+
+def enumerate_moments(w, b, chunk_bits: int = 18):
+    """log Z_B, E[s] and E[s s^T] by exhaustive enumeration, in chunks."""
+    n = len(b)
+    low = min(n, chunk_bits)
+    low_states = 1 - 2 * ((np.arange(2**low)[:, None] >> np.arange(low)) & 1).astype(float)
+    log_terms, first, second = [], np.zeros(n), np.zeros((n, n))
+    chunks = []
+    for high in range(2 ** (n - low)):
+        hi_bits = 1 - 2 * ((high >> np.arange(n - low)) & 1).astype(float)
+        s = np.hstack([low_states, np.broadcast_to(hi_bits, (len(low_states), n - low))])
+        energy = 0.5 * np.einsum("ij,jk,ik->i", s, w, s) + s @ b
+        chunks.append((s, energy))
+        log_terms.append(logsumexp(energy))
+    log_zb = logsumexp(log_terms)
+    for s, energy in chunks:
+        p = np.exp(energy - log_zb)
+        first += p @ s
+        second += (s * p[:, None]).T @ s
+    return log_zb, first, second
+
+
+def truth(w, b, q, d):
+    log_zb, es, ess = enumerate_moments(w, b)
+    dim = q.shape[1]
+    log_z = log_zb + 0.5 * d.sum() + 0.5 * dim * np.log(2 * np.pi) - len(b) * np.log(2)
+    mean = q.T @ es
+    cov = q.T @ ess @ q + np.eye(dim) - np.outer(mean, mean)
+    return log_z, mean, cov
+
+
+def relaxation_model(q, b) -> pm.Model:
+    with pm.Model() as model:
+        x = pm.Flat("x", shape=q.shape[1])
+        a = pt.dot(pt.constant(q), x) + pt.constant(b)
+        log_cosh = pt.logaddexp(a, -a) - np.log(2.0)
+        pm.Potential("minus_phi", -0.5 * pt.sum(x**2) + pt.sum(log_cosh))  # eq. (51)
+    return model
+
+
+def variational_base(w, b, q, d, rng, n_fits: int = 20):
+    """Moment-matched mixture of mean-field fits of the Boltzmann machine (section 6)."""
+    n, dim = len(b), q.shape[1]
+    fits = []
+    for _ in range(n_fits):
+        m = np.tanh(rng.standard_normal(n))
+        for _ in range(500):
+            m_new = np.tanh(w @ m + b)
+            m = 0.5 * m + 0.5 * m_new
+        p = np.clip((1 + m) / 2, 1e-12, 1 - 1e-12)
+        entropy = -np.sum(p * np.log(p) + (1 - p) * np.log(1 - p))
+        elbo = 0.5 * m @ w @ m + b @ m + entropy  # lower bound on log Z_B
+        if not any(np.allclose(m, m_old, atol=1e-3) for _, m_old in fits):  # distinct modes
+            fits.append((elbo, m))
+    elbos = np.array([f[0] for f in fits])
+    weights = np.exp(elbos - logsumexp(elbos))
+    means = np.array([q.T @ m for _, m in fits])
+    covs = np.array([q.T @ np.diag(1 - m**2) @ q + np.eye(dim) for _, m in fits])
+    mean = weights @ means
+    cov = np.einsum("k,kij->ij", weights, covs + np.einsum("ki,kj->kij", means, means))
+    cov -= np.outer(mean, mean)
+    log_zb = logsumexp(elbos)  # distinct mean-field modes: an approximation of log Z_B
+    log_zeta = log_zb + 0.5 * d.sum() + 0.5 * dim * np.log(2 * np.pi) - n * np.log(2)
+    return pmt.Base.from_moments(mean, cov, log_zeta=float(log_zeta))
+
+
+# ---------------------------------------------------------------------------- the methods
+def weighted_moments(idata):
+    x = idata["posterior"]["x"].values.reshape(-1, idata["posterior"]["x"].shape[-1])
+    lw = idata["sample_stats"]["log_weight"].values.ravel()
+    w = np.exp(lw - logsumexp(lw))
+    mean = w @ x
+    cov = (x - mean).T @ ((x - mean) * w[:, None])
+    return float(idata.attrs["log_marginal_likelihood"]), mean, cov
+
+
+def run_methods(model, base, settings, seed):
+    """Run every setting; each method first runs once, untimed, so compilation is excluded."""
+    warm = {m: b for m, b in settings}
+    for method in warm:
+        _run(model, base, method, 20 if method != "ais" else 10, seed)
+    rows = []
+    for method, budget in settings:
+        start = time.perf_counter()
+        idata = _run(model, base, method, budget, seed)
+        wall = time.perf_counter() - start
+        log_z, mean, cov = weighted_moments(idata)
+        rows.append({"method": method, "budget": budget, "wall": wall, "log_z": log_z,
+                     "mean": mean, "cov": cov})
+    return rows
+
+
+def _run(model, base, method, budget, seed):
+    common = dict(base=base, model=model, progressbar=False)
+    if method == "joint_ct":
+        return pmt.sample_ct(budget, tune=budget, chains=4, random_seed=seed,
+                             log_zeta=base.log_zeta, bootstrap=0, **common)
+    if method == "gibbs_ct":
+        return pmt.sample_gibbs_ct(budget, tune=budget, chains=4, random_seed=seed,
+                                   log_zeta=base.log_zeta, cores=1, **common)
+    if method == "st":
+        return pmt.sample_simulated_tempering(budget, tune=budget, chains=4,
+                                              n_temperatures=1000, random_seed=seed,
+                                              log_zeta=base.log_zeta, **common)
+    if method == "ais":
+        return pmt.sample_ais(100, chains=1, n_temperatures=budget, n_leapfrog=5,
+                              random_seed=seed, **common)
+    raise ValueError(method)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--units", type=int, default=22)
+    parser.add_argument("--models", type=int, default=5)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--summarise-only", action="store_true",
+                        help="rebuild the table and plot from results/boltzmann_relaxation.json")
+    args = parser.parse_args()
+    if args.summarise_only:
+        saved = json.loads((RESULTS / "boltzmann_relaxation.json").read_text())
+        args.units, args.models = saved["units"], saved["models"]
+        for r in saved["records"]:
+            for k, err, rel in [("log_z", "log_z_error", "rel_log_z"),
+                                ("mean", "mean_rmse", "rel_mean"), ("cov", "cov_rmse", "rel_cov")]:
+                r.setdefault(f"base_{k}_error", r[err] / r[rel])
+        summarise(saved["records"], args, saved["enumeration_seconds"])
+        return
+    rng = np.random.default_rng(20170328)
+    if args.quick:
+        settings = [("joint_ct", 200), ("gibbs_ct", 200), ("st", 200), ("ais", 100)]
+    else:
+        settings = [
+            ("joint_ct", 250), ("joint_ct", 1000), ("joint_ct", 4000),
+            ("gibbs_ct", 250), ("gibbs_ct", 1000), ("gibbs_ct", 4000),
+            ("st", 250), ("st", 1000), ("st", 4000),
+            ("ais", 200), ("ais", 1000), ("ais", 5000),
+        ]
+    records = []
+    enum_times = []
+    for k in range(args.models):
+        w, b = boltzmann_machine(args.units, rng)
+        q, d = relaxation(w, b)
+        t0 = time.perf_counter()
+        log_z, mean, cov = truth(w, b, q, d)
+        enum_times.append(time.perf_counter() - t0)
+        base = variational_base(w, b, q, d, rng)
+        base_err = {
+            "log_z": abs(base.log_zeta - log_z),
+            "mean": np.sqrt(np.mean((base.mean - mean) ** 2)),
+            "cov": np.sqrt(np.mean((base.cov - cov) ** 2)),
+        }
+        model = relaxation_model(q, b)
+        print(f"model {k}: D_B={args.units} D={q.shape[1]} log Z={log_z:.3f} "
+              f"log zeta={base.log_zeta:.3f} enumeration {enum_times[-1]:.1f}s", flush=True)
+        for row in run_methods(model, base, settings, seed=int(rng.integers(2**31))):
+            rec = {
+                "model": k, "method": row["method"], "budget": row["budget"], "wall": row["wall"],
+                "log_z_error": abs(row["log_z"] - log_z),
+                "mean_rmse": float(np.sqrt(np.mean((row["mean"] - mean) ** 2))),
+                "cov_rmse": float(np.sqrt(np.mean((row["cov"] - cov) ** 2))),
+            }
+            rec.update({f"base_{k}_error": float(v) for k, v in base_err.items()})
+            rec["rel_log_z"] = rec["log_z_error"] / base_err["log_z"]
+            rec["rel_mean"] = rec["mean_rmse"] / base_err["mean"]
+            rec["rel_cov"] = rec["cov_rmse"] / base_err["cov"]
+            records.append(rec)
+            print(f"  {rec['method']:9s} {rec['budget']:5d}  {rec['wall']:7.1f}s  "
+                  f"|dlogZ|={rec['log_z_error']:.3f} rel: logZ {rec['rel_log_z']:.3f} "
+                  f"mean {rec['rel_mean']:.3f} cov {rec['rel_cov']:.3f}", flush=True)
+    summarise(records, args, enum_times)
+
+
+def summarise(records, args, enum_times):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    RESULTS.mkdir(exist_ok=True)
+    table = []
+    keys = sorted({(r["method"], r["budget"]) for r in records}, key=lambda k: (k[0], k[1]))
+    for method, budget in keys:
+        rs = [r for r in records if r["method"] == method and r["budget"] == budget]
+        entry = {"method": method, "budget": budget, "wall": float(np.mean([r["wall"] for r in rs]))}
+        for m, err, base_err in [
+            ("rel_log_z", "log_z_error", "base_log_z_error"),
+            ("rel_mean", "mean_rmse", "base_mean_error"),
+            ("rel_cov", "cov_rmse", "base_cov_error"),
+        ]:
+            # RMSE over models of the method's errors / RMSE of the base's (as in Fig. 2)
+            entry[m] = float(np.sqrt(np.mean([r[err] ** 2 for r in rs]))
+                             / np.sqrt(np.mean([r[base_err] ** 2 for r in rs])))
+            entry[err] = float(np.sqrt(np.mean([r[err] ** 2 for r in rs])))
+        table.append(entry)
+    out = {"units": args.units, "models": args.models, "enumeration_seconds": enum_times,
+           "records": records, "table": table}
+    (RESULTS / "boltzmann_relaxation.json").write_text(json.dumps(out, indent=1))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    for ax, m, title in zip(axes, ("rel_log_z", "rel_mean", "rel_cov"),
+                            ("log Z", "mean", "covariance")):
+        for method in ("joint_ct", "gibbs_ct", "st", "ais"):
+            rows = sorted([t for t in table if t["method"] == method], key=lambda t: t["budget"])
+            if rows:
+                ax.plot([t["wall"] for t in rows], [t[m] for t in rows], "o-", label=method)
+        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("wall time (s)")
+        ax.set_title(f"RMSE of {title} / base's")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(RESULTS / "boltzmann_relaxation.png", dpi=110)
+    print(json.dumps(table, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Drivers with their own dynamics (AIS, simulated tempering) and the HMC numerics they share."""

@@ -1,0 +1,100 @@
+"""Simulated tempering: the ladder conditional exactly, then the Rao-Blackwellised evidence of
+analytic models within the standard error."""
+
+import numpy as np
+import pytest
+from conftest import model_fingerprint
+from scipy import stats
+from targets import conjugate_normal, hierarchical_linear_gaussian
+
+import pymc_tempering as pmt
+from pymc_tempering.dynamics.simulated_tempering import draw_ladder_index, ladder_log_conditional
+
+K = 4
+
+
+@pytest.mark.parametrize("delta", [-1e4, -5.0, -1e-12, 0.0, 1e-12, 2.0, 1e4])
+def test_ladder_conditional_exact_and_stable(delta):
+    betas = np.linspace(0, 1, 11)
+    log_p = ladder_log_conditional(np.array([delta]), betas)[0]
+    assert np.all(np.isfinite(log_p))
+    assert np.exp(log_p).sum() == pytest.approx(1.0, rel=1e-12)
+    if abs(delta) < 50:
+        ref = np.exp(-betas * delta) / np.exp(-betas * delta).sum()
+        np.testing.assert_allclose(np.exp(log_p), ref, rtol=1e-12)
+    else:  # all mass at the favoured end, the next rung exp(-|delta|/10) below
+        end = 0 if delta > 0 else -1
+        assert log_p[end] == pytest.approx(0.0, abs=1e-300)
+
+
+def test_ladder_draws_follow_the_conditional():
+    betas = np.linspace(0, 1, 6)
+    log_p = ladder_log_conditional(np.array([1.7]), betas)[0]
+    rng = np.random.default_rng(0)
+    idx = draw_ladder_index(np.broadcast_to(log_p, (50_000, 6)), rng.random(50_000))
+    counts = np.bincount(idx, minlength=6)
+    assert stats.chisquare(counts, 50_000 * np.exp(log_p)).pvalue > 1e-3
+
+
+@pytest.fixture(scope="module")
+def conjugate_result():
+    model, log_z, post_mean, post_sd = conjugate_normal()
+    before = model_fingerprint(model)
+    with model:
+        idata = pmt.sample_simulated_tempering(random_seed=11, progressbar=False)
+    assert model_fingerprint(model) == before
+    return idata, log_z, post_mean
+
+
+def test_conjugate_evidence_within_standard_error(conjugate_result):
+    idata, log_z, post_mean = conjugate_result
+    lml = pmt.log_marginal_likelihood(idata)
+    assert 0 < lml.standard_error < 0.2
+    assert abs(lml.estimate - log_z) < K * lml.standard_error
+    row = pmt.weighted_summary(idata, var_names=["mu"]).loc["mu"]
+    assert abs(row["mean"] - post_mean) < K * row["mcse_mean"]
+
+
+def test_result_layout(conjugate_result):
+    idata = conjugate_result[0]
+    post = idata["posterior"]
+    assert {"mu", "inverse_temperature"} <= set(post.data_vars)
+    beta = post["inverse_temperature"].values
+    assert set(np.unique(beta)) <= set(np.linspace(0, 1, 101))
+    assert (beta < 0.1).mean() > 0.01 and (beta > 0.9).mean() > 0.01
+    stats_ = idata["sample_stats"]
+    assert {"log_weight", "accept_rate", "step_size", "log_marginal_likelihood"} <= set(stats_)
+    assert idata.attrs["method"] == "simulated_tempering"
+    assert all(np.ndim(v) == 0 for v in idata.attrs.values())
+
+
+def test_bad_input_and_reproducible(normal_model):
+    model, _ = normal_model
+    base = pmt.Base.from_moments([0.4, -0.5], [[0.3, 0.05], [0.05, 0.2]])
+    kwargs = dict(draws=30, tune=30, chains=2, base=base, log_zeta=-4.2, model=model,
+                  progressbar=False)
+    a = pmt.sample_simulated_tempering(random_seed=3, **kwargs)
+    b = pmt.sample_simulated_tempering(random_seed=3, **kwargs)
+    np.testing.assert_array_equal(a["posterior"]["s"].values, b["posterior"]["s"].values)
+    assert "s_log__" in a["unconstrained_posterior"]
+    for bad, match in [
+        ({"n_leapfrog": 0}, "n_leapfrog"),
+        ({"step_size": 0.0}, "step_size"),
+        ({"draws": 2}, "draws"),
+        ({"n_temperatures": 1}, "at least 2"),
+        ({"base": pmt.Base.from_moments([0.0], [1.0])}, "dimension"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            pmt.sample_simulated_tempering(**{**kwargs, **bad})
+
+
+def test_hierarchical_evidence_within_standard_error():
+    model, log_z, post_mean = hierarchical_linear_gaussian()
+    with model:
+        idata = pmt.sample_simulated_tempering(random_seed=3, progressbar=False)
+    lml = pmt.log_marginal_likelihood(idata)
+    assert 0 < lml.standard_error < 0.5
+    assert abs(lml.estimate - log_z) < K * lml.standard_error
+    summary = pmt.weighted_summary(idata, var_names=["mu_a", "b"])
+    exact = np.concatenate([[post_mean[0]], post_mean[-2:]])
+    assert np.all(np.abs(summary["mean"].values - exact) < K * summary["mcse_mean"].values)
