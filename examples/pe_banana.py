@@ -16,7 +16,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pymc as pm
-import pytensor.tensor as pt
 
 import pymc_tempering as pmt
 

@@ -24,14 +24,14 @@ from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence, StepMethodState
 from pytensor.graph.replace import graph_replace
 
-from pymc_tempering.base import Base, check_base
-from pymc_tempering.results import INVERSE_TEMPERATURE, TEMPERATURE_CONTROL
+from pymc_tempering.base import Base
+from pymc_tempering.results import INVERSE_TEMPERATURE
 from pymc_tempering.sampling import keep_value_variables
-from pymc_tempering.target import Target
 from pymc_tempering.transforms.continuous_tempering import (
     ct_result,
     prepare_ct,
     run_with_bootstrap,
+    tempered_model,
 )
 
 __all__ = [
@@ -229,40 +229,13 @@ def gibbs_tempered_model(
         For a model :class:`~pymc_tempering.Target` refuses, a base of the wrong dimension, no
         ``log_zeta``, or reserved names in the model.
     """
-    target = Target(modelcontext(model))
-    if base is None:
-        raise ValueError("A base is required; fit one with pmt.fit_base().")
-    check_base(target, base)
-    if log_zeta is None:
-        log_zeta = base.log_zeta
-    if log_zeta is None or not np.isfinite(log_zeta):
-        raise ValueError(
-            "log_zeta must be a finite number: pass it, or use a base that carries one "
-            "(pmt.fit_base with an ADVI method, or pmt.estimate_log_zeta)."
-        )
-    log_zeta = float(log_zeta)
-    original = target.model
-    clash = {TEMPERATURE_CONTROL, INVERSE_TEMPERATURE, _POTENTIAL} & set(original.named_vars)
-    if clash:
-        raise ValueError(
-            f"The model already has variables named {sorted(clash)}, which continuous "
-            "tempering adds; rename them."
-        )
-    mean = target.unravel(base.mean)
-    gibbs_model = pm.Model(coords=dict(original.coords), model=None)
-    with gibbs_model:
-        values = {}
-        for name, shape in zip(target.names, target.shapes, strict=True):
-            dims = None if name in target.transformed_names else target.dims(name)
-            values[name] = pm.Flat(name, shape=shape, dims=dims, initval=mean[name])
-        beta = pm.Uniform(INVERSE_TEMPERATURE, 0.0, 1.0, default_transform=None, initval=0.5)
-        logp = target.logp_graph(values)
-        logq = base.logp_graph([values[name] for name in target.names])
-        pm.Potential(_POTENTIAL, beta * (logp - log_zeta) + (1 - beta) * logq)
-        for name, expr in target.constrained_graph(values).items():
-            if name not in values:
-                pm.Deterministic(name, expr, dims=target.dims(name))
-    return gibbs_model
+    return tempered_model(model, base, log_zeta, _uniform_inverse_temperature)
+
+
+def _uniform_inverse_temperature():
+    # No transform: the Gibbs step draws beta itself, on (0, 1).
+    beta = pm.Uniform(INVERSE_TEMPERATURE, 0.0, 1.0, default_transform=None, initval=0.5)
+    return beta, 0.0
 
 
 def sample_gibbs_ct(

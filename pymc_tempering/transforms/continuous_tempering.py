@@ -39,6 +39,7 @@ __all__ = [
     "prepare_ct",
     "ct_result",
     "run_with_bootstrap",
+    "tempered_model",
 ]
 
 _POTENTIAL = "tempered_log_density"
@@ -74,6 +75,25 @@ def continuously_tempered_model(
         For a model :class:`~pymc_tempering.Target` refuses, a base of the wrong dimension, or
         no ``log_zeta`` at all.
     """
+    return tempered_model(model, base, log_zeta, _sigmoid_inverse_temperature)
+
+
+def _sigmoid_inverse_temperature():
+    u = pm.Flat(TEMPERATURE_CONTROL, initval=0.0)
+    beta = pm.Deterministic(INVERSE_TEMPERATURE, pt.sigmoid(u))
+    return beta, -pt.softplus(u) - pt.softplus(-u)  # log sigmoid'(u)
+
+
+def tempered_model(model, base: Base, log_zeta: float | None, inverse_temperature) -> pm.Model:
+    """A new model with the density ``beta [log p(x) - log zeta] + (1 - beta) log q(x)``.
+
+    The construction shared by joint and Gibbs continuous tempering: the user's value variables
+    as ``pm.Flat`` (under their value names, with static shapes and the model's dims; initial
+    values at the base mean), the tempered potential, and the user's free variables
+    (constrained) and deterministics as deterministics. ``inverse_temperature()`` is called
+    inside the new model's context; it adds the temperature variables and returns ``beta`` and
+    a log-density term of its own (the Jacobian of ``u -> beta`` for the joint method).
+    """
     target = Target(modelcontext(model))
     if base is None:
         raise ValueError("A base is required; fit one with pmt.fit_base().")
@@ -86,7 +106,6 @@ def continuously_tempered_model(
             "(pmt.fit_base with an ADVI method, or pmt.estimate_log_zeta)."
         )
     log_zeta = float(log_zeta)
-    mean = target.unravel(base.mean)
     original = target.model
     clash = {TEMPERATURE_CONTROL, INVERSE_TEMPERATURE, _POTENTIAL} & set(original.named_vars)
     if clash:
@@ -94,24 +113,22 @@ def continuously_tempered_model(
             f"The model already has variables named {sorted(clash)}, which continuous "
             "tempering adds; rename them."
         )
-
-    ct_model = pm.Model(coords=dict(original.coords), model=None)
-    with ct_model:
+    mean = target.unravel(base.mean)
+    new_model = pm.Model(coords=dict(original.coords), model=None)
+    with new_model:
         values = {}
         for name, shape in zip(target.names, target.shapes, strict=True):
             dims = None if name in target.transformed_names else target.dims(name)
             # A static shape beside the dims spares the compiled graph its shape checks.
             values[name] = pm.Flat(name, shape=shape, dims=dims, initval=mean[name])
-        u = pm.Flat(TEMPERATURE_CONTROL, initval=0.0)
-        beta = pm.Deterministic(INVERSE_TEMPERATURE, pt.sigmoid(u))
+        beta, log_jacobian = inverse_temperature()
         logp = target.logp_graph(values)
         logq = base.logp_graph([values[name] for name in target.names])
-        log_dbeta = -pt.softplus(u) - pt.softplus(-u)  # log sigmoid'(u)
-        pm.Potential(_POTENTIAL, beta * (logp - log_zeta) + (1 - beta) * logq + log_dbeta)
+        pm.Potential(_POTENTIAL, beta * (logp - log_zeta) + (1 - beta) * logq + log_jacobian)
         for name, expr in target.constrained_graph(values).items():
             if name not in values:
                 pm.Deterministic(name, expr, dims=target.dims(name))
-    return ct_model
+    return new_model
 
 
 def sample_ct(
