@@ -26,6 +26,7 @@ from pymc_tempering.step_methods.gibbs_inverse_temperature import (
 )
 from pymc_tempering.dynamics.ais import sample_ais
 from pymc_tempering.dynamics.simulated_tempering import sample_simulated_tempering
+from pymc_tempering.dynamics.thermostats import sample_tact
 
 __version__ = "0.1.0"
 
@@ -53,4 +54,5 @@ __all__ = [
     "sample_gibbs_ct",
     "sample_ais",
     "sample_simulated_tempering",
+    "sample_tact",
 ]

@@ -1,0 +1,367 @@
+"""TACT-HMC (Luo et al. 2018): exactness without noise, Theorem 1's thermostat values, the
+synthetic multimodal experiments of section 5.1 and their ablations.
+
+Every statistical check is ``|estimate - truth| < 4 * MCSE`` with the MCSE from arviz-stats'
+multi-chain ESS, after checking that the ESS is large enough for the MCSE to be trusted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+import pytest
+from arviz_stats.base.array import array_stats
+
+import pymc_tempering as pmt
+from pymc_tempering.dynamics.thermostats import (
+    TACTSettings,
+    coupling,
+    initial_tact_state,
+    minibatch_energy_and_force,
+    sample_tact,
+    tact_step,
+    thermostat_reference,
+)
+from pymc_tempering.target import Target
+
+K = 4.0  # tolerance in Monte Carlo standard errors
+
+
+def mean_and_mcse(series: np.ndarray) -> tuple[float, float, float]:
+    """Mean, MCSE and ESS of a (chain, draw) series."""
+    series = np.asarray(series, dtype=float)
+    ess = float(array_stats.ess(series, method="mean"))
+    return float(series.mean()), float(series.std() / np.sqrt(ess)), ess
+
+
+def assert_close(series, truth, min_ess=200, what=""):
+    est, se, ess = mean_and_mcse(series)
+    assert ess > min_ess, f"{what}: ESS {ess:.0f} too small to trust the MCSE"
+    assert abs(est - truth) < K * se, f"{what}: {est:.4f} vs {truth:.4f} (MCSE {se:.4f})"
+    return est, se, ess
+
+
+# ---------------------------------------------------------------------------------------------
+# exact, no sampling
+# ---------------------------------------------------------------------------------------------
+
+
+def test_coupling_is_one_on_flat_part_and_smooth():
+    s = TACTSettings(0.01, 0.001, 0.05, 0.05, 1.0, 1.0, unit_temperature_fraction=0.3, lambda_min=0.1)
+    xi = np.linspace(0, 1, 1001)
+    lam, dlam = coupling(xi, s)
+    assert np.all(lam[xi <= 0.3] == 1.0) and np.all(dlam[xi <= 0.3] == 0.0)
+    assert lam[-1] == pytest.approx(0.1) and np.all(np.diff(lam) <= 0)
+    fd = np.gradient(lam, xi)
+    np.testing.assert_allclose(dlam[1:-1], fd[1:-1], atol=1e-2)
+
+
+def test_step_without_noise_friction_or_tempering_is_symplectic_euler():
+    """With c = 0, constant friction 0 and lambda = 1 a step is r += eta f; theta += r."""
+    with pm.Model() as model:
+        pm.Normal("x", 0, 1, shape=3)
+    evaluate = minibatch_energy_and_force(Target(model))
+    s = TACTSettings(0.01, 0.001, 0.0, 0.0, 1.0, 1.0, thermostat=False, tempering=False)
+    rng = np.random.default_rng(0)
+    state = initial_tact_state(rng.normal(size=(5, 3)), s, rng)
+    new, energy = tact_step(state, evaluate, s, rng.normal(size=(5, 4)))
+    r = state.r_theta + 0.01 * (-state.theta)
+    np.testing.assert_allclose(new.r_theta, r)
+    np.testing.assert_allclose(new.theta, state.theta + r)
+    np.testing.assert_allclose(energy, 0.5 * np.sum(state.theta**2, -1) + 1.5 * np.log(2 * np.pi))
+    assert state.theta is not new.theta  # the old state is left alone
+
+
+def test_discrete_model_refused(discrete_model):
+    with pytest.raises(ValueError, match="discrete"):
+        sample_tact(10, model=discrete_model, progressbar=False)
+
+
+def test_unknown_variant_refused(normal_model):
+    with pytest.raises(ValueError, match="variant"):
+        sample_tact(10, model=normal_model[0], variant="nuts", progressbar=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# a 2-D Gaussian: exactness and Theorem 1
+# ---------------------------------------------------------------------------------------------
+
+MU = np.array([1.0, -0.5])
+COV = np.array([[1.0, 0.6], [0.6, 2.0]])
+GAUSS_SETTINGS = dict(
+    step_size_theta=0.01, noise_theta=0.05, thermal_inertia_theta=1.0, steps_per_sample=20
+)
+
+
+@pytest.fixture(scope="module")
+def gaussian_model():
+    with pm.Model() as model:
+        pm.MvNormal("x", MU, COV)
+    return model
+
+
+@pytest.mark.parametrize("gradient_noise", [0.0, 2.0])
+def test_sgnht_keeps_gaussian_and_thermostat_reaches_theorem_1(gaussian_model, gradient_noise):
+    """No tempering: the draws keep N(MU, COV); z_theta is N(c + eta sigma^2 / 2, eta / (gamma D))."""
+    idata = sample_tact(
+        1000,
+        model=gaussian_model,
+        variant="sgnht",
+        gradient_noise=(0.0, gradient_noise),
+        random_seed=11,
+        progressbar=False,
+        **GAUSS_SETTINGS,
+    )
+    x = idata.posterior["x"].values
+    for i in range(2):
+        assert_close(x[..., i], MU[i], what=f"mean {i}")
+    for i, j in [(0, 0), (0, 1), (1, 1)]:
+        assert_close((x[..., i] - MU[i]) * (x[..., j] - MU[j]), COV[i, j], what=f"cov {i}{j}")
+    s = TACTSettings(0.01, 0.001, 0.05, 0.05, 1.0, 1.0)
+    ref_mean, ref_sd = thermostat_reference(s, 2, gradient_noise_sd=gradient_noise)["thermostat_theta"]
+    z = idata.sample_stats["thermostat_theta"].values
+    assert_close(z, ref_mean, what="thermostat mean")
+    assert_close((z - ref_mean) ** 2, ref_sd**2, what="thermostat variance")
+
+
+def test_constant_friction_without_noise_keeps_gaussian(gaussian_model):
+    """SGHMC without gradient noise is exact (up to discretisation) too; its friction is fixed."""
+    idata = sample_tact(
+        1000, model=gaussian_model, variant="sghmc", random_seed=12, progressbar=False, **GAUSS_SETTINGS
+    )
+    x = idata.posterior["x"].values
+    for i in range(2):
+        assert_close(x[..., i], MU[i], what=f"mean {i}")
+        assert_close((x[..., i] - MU[i]) ** 2, COV[i, i], what=f"var {i}")
+    assert np.all(idata.sample_stats["thermostat_theta"].values == 0.05)
+
+
+def test_sghmc_with_unknown_noise_overheats(gaussian_model):
+    """The baseline's failure: constant friction does not absorb unknown gradient noise.
+
+    Expected variance under noise sigma: COV * (c + eta sigma^2 / 2) / c = 1.9 COV.
+    """
+    idata = sample_tact(
+        1000,
+        model=gaussian_model,
+        variant="sghmc",
+        gradient_noise=(0.0, 3.0),
+        random_seed=13,
+        progressbar=False,
+        **GAUSS_SETTINGS,
+    )
+    x = idata.posterior["x"].values
+    est, se, ess = mean_and_mcse((x[..., 0] - MU[0]) ** 2)
+    assert ess > 200
+    assert est - COV[0, 0] > K * se
+
+
+# ---------------------------------------------------------------------------------------------
+# section 5.1: a 1-D mixture of three Gaussians with noise the sampler does not know about
+# ---------------------------------------------------------------------------------------------
+
+W1 = np.array([0.2, 0.3, 0.5])
+M1 = np.array([-5.0, 0.0, 5.0])
+SD1 = 0.6
+NOISE = 3.0  # sd of the noise added to the energy and to the gradient
+MIX_SETTINGS = dict(
+    step_size_theta=0.01,
+    step_size_xi=0.001,
+    noise_theta=0.05,
+    noise_xi=0.05,
+    steps_per_sample=20,
+    gradient_noise=NOISE,
+)
+
+
+@pytest.fixture(scope="module")
+def mixture_1d():
+    with pm.Model() as model:
+        pm.NormalMixture("x", w=W1, mu=M1, sigma=SD1)
+    return model
+
+
+def _run_1d(model, variant, draws, seed):
+    # all chains start in the heaviest mode: the ablation without tempering stays there
+    return sample_tact(
+        draws,
+        model=model,
+        variant=variant,
+        initial_points=np.full((4, 1), 5.0),
+        random_seed=seed,
+        progressbar=False,
+        **MIX_SETTINGS,
+    )
+
+
+def _labels(x, means):
+    return np.argmin(np.abs(x[..., None] - means), axis=-1)
+
+
+@pytest.fixture(scope="module")
+def tact_1d(mixture_1d):
+    return _run_1d(mixture_1d, "tact", 1500, 21)
+
+
+def test_tact_recovers_mode_weights_1d(tact_1d):
+    x = tact_1d.posterior["x"].values
+    lab = _labels(x, M1)
+    for k in range(3):
+        assert_close((lab == k).astype(float), W1[k], min_ess=50, what=f"weight {k}")
+    # within the heaviest mode the shape is right too: the noise is neutralised
+    inside = np.where(lab == 2, (x - M1[2]) ** 2, np.nan)
+    var = np.nanmean(inside)
+    assert abs(var - SD1**2) < 0.1 * SD1**2 + K * np.nanstd(inside) / np.sqrt(np.sum(lab == 2) / 20)
+
+
+def test_tact_thermostats_reach_theorem_1_under_noise(tact_1d):
+    s = TACTSettings(0.01, 0.001, 0.05, 0.05, 1.0, 1.0)
+    ref = thermostat_reference(s, 1, gradient_noise_sd=NOISE, energy_noise_sd=NOISE)
+    z = tact_1d.sample_stats["thermostat_theta"].values
+    assert_close(z, ref["thermostat_theta"][0], min_ess=100, what="z_theta")
+    # the result carries the layout: effective temperature one at every kept draw
+    assert np.all(tact_1d.sample_stats["effective_temperature"].values == 1.0)
+    traj = tact_1d["tact_trajectory"]
+    assert traj["effective_temperature"].values.max() > 5  # it did heat up
+    assert set(tact_1d.children) >= {"posterior", "sample_stats", "tact_trajectory", "abf"}
+
+
+def _switch_rate(lab):
+    return float(np.mean(lab[:, 1:] != lab[:, :-1]))
+
+
+def test_ablation_without_tempering_gets_stuck(mixture_1d, tact_1d):
+    """Same steps per draw, same start: without tempering the chains (almost) never change mode."""
+    idata = _run_1d(mixture_1d, "sgnht", 500, 22)
+    lab = _labels(idata.posterior["x"].values, M1)
+    tact_rate = _switch_rate(_labels(tact_1d.posterior["x"].values, M1))
+    assert tact_rate > 0.02
+    assert _switch_rate(lab) < 0.1 * tact_rate
+    assert np.mean(lab == 2) > 0.75  # the start mode's weight is 0.5
+
+
+def test_ablation_without_thermostats_spreads(mixture_1d):
+    """Unabsorbed noise heats the draws (about (c + eta s^2 / 2) / c = 1.9 times): too much mass
+    lies more than 2.5 sd from every mode."""
+    from scipy.stats import norm
+
+    idata = _run_1d(mixture_1d, "tempering_only", 1000, 23)
+    x = idata.posterior["x"].values
+    far = (np.min(np.abs(x[..., None] - M1), axis=-1) > 2.5 * SD1).astype(float)
+    truth = 2 * norm.sf(2.5)  # the modes are 5 apart: their overlap is negligible
+    est, se, ess = mean_and_mcse(far)
+    assert ess > 100
+    assert est - truth > K * se, (est, truth, se)
+
+
+def test_tact_keeps_mass_near_modes(tact_1d):
+    """The same statistic under TACT-HMC matches the truth: the thermostats absorb the noise."""
+    from scipy.stats import norm
+
+    x = tact_1d.posterior["x"].values
+    far = (np.min(np.abs(x[..., None] - M1), axis=-1) > 2.5 * SD1).astype(float)
+    assert_close(far, 2 * norm.sf(2.5), min_ess=100, what="mass far from the modes")
+
+
+# ---------------------------------------------------------------------------------------------
+# two 2-D multimodal mixtures
+# ---------------------------------------------------------------------------------------------
+
+MIX2D = {
+    "four_corners": (
+        np.array([0.1, 0.2, 0.3, 0.4]),
+        np.array([[-3.0, -3.0], [-3.0, 3.0], [3.0, -3.0], [3.0, 3.0]]),
+        0.5,
+    ),
+    "ring_of_five": (
+        np.full(5, 0.2),
+        4.0 * np.stack([np.cos(2 * np.pi * np.arange(5) / 5), np.sin(2 * np.pi * np.arange(5) / 5)], 1),
+        0.5,
+    ),
+}
+
+
+def mixture_2d_model(name):
+    w, mus, sd = MIX2D[name]
+    with pm.Model() as model:
+        comps = [pm.MvNormal.dist(mu=m, cov=sd**2 * np.eye(2)) for m in mus]
+        pm.Mixture("x", w=w, comp_dists=comps)
+    return model
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["four_corners", "ring_of_five"])
+def test_tact_recovers_mode_weights_2d(name):
+    w, mus, _ = MIX2D[name]
+    model = mixture_2d_model(name)
+    idata = sample_tact(
+        6000,
+        model=model,
+        initial_points=np.tile(mus[-1], (4, 1)),
+        random_seed=31,
+        progressbar=False,
+        **MIX_SETTINGS,
+    )
+    x = idata.posterior["x"].values
+    lab = np.argmin(np.sum((x[..., None, :] - mus) ** 2, -1), -1)
+    for k in range(len(w)):
+        assert_close((lab == k).astype(float), w[k], min_ess=50, what=f"weight {k}")
+
+
+# ---------------------------------------------------------------------------------------------
+# the user's model: minibatches, no mutation, reproducibility
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def minibatch_model():
+    rng = np.random.default_rng(5)
+    y = rng.normal(0.7, 1.0, size=200)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 10)
+        batch = pm.Minibatch(y, batch_size=100)
+        pm.Normal("y", mu, 1.0, observed=batch, total_size=len(y))
+    post_var = 1 / (1 / 100 + len(y))
+    return model, post_var * y.sum(), np.sqrt(post_var)
+
+
+def test_minibatch_model_without_gradient_code(minibatch_model):
+    from conftest import model_fingerprint
+
+    model, post_mean, post_sd = minibatch_model
+    # the fingerprint's own logp draws a minibatch: compare the rest
+    before = {k: v for k, v in model_fingerprint(model).items() if k != "logp"}
+    idata = sample_tact(
+        500,
+        model=model,
+        variant="sgnht",
+        step_size_theta=1e-3,
+        steps_per_sample=20,
+        random_seed=3,
+        progressbar=False,
+    )
+    assert {k: v for k, v in model_fingerprint(model).items() if k != "logp"} == before
+    mu = idata.posterior["mu"].values
+    assert_close(mu, post_mean, min_ess=100, what="posterior mean")
+    # the minibatch noise is absorbed by the thermostat: it settles above c
+    assert idata.sample_stats["thermostat_theta"].values.mean() > 0.05 + 0.02
+
+
+def test_minibatch_changes_every_call(minibatch_model):
+    model = minibatch_model[0]
+    evaluate = minibatch_energy_and_force(Target(model), random_seed=1)
+    theta = np.zeros((1, 1))
+    energies = {float(evaluate(theta)[0][0]) for _ in range(5)}
+    assert len(energies) > 1
+
+
+def test_reproducible_and_public(normal_model):
+    model = normal_model[0]
+    kwargs = dict(model=model, chains=2, steps_per_sample=5, random_seed=7, progressbar=False)
+    a = pmt.sample_tact(20, **kwargs)
+    b = pmt.sample_tact(20, **kwargs)
+    np.testing.assert_array_equal(a.posterior["mu"].values, b.posterior["mu"].values)
+    assert a.posterior["s"].min() > 0 and "mu_twice" in a.posterior
+    assert "s_log__" in a["unconstrained_posterior"]
+    assert a.attrs["method"] == "tact_hmc" and a.attrs["variant"] == "tact"
+    assert "y" in a["observed_data"]
