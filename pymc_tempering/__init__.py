@@ -5,6 +5,8 @@ Public API only; each method lives in its own module.
 
 from pymc_tempering.analysis import (
     LogMarginalLikelihood,
+    bayes_factor,
+    compare_evidence,
     log_marginal_likelihood,
     resample,
     weighted_summary,
@@ -26,6 +28,7 @@ from pymc_tempering.step_methods.gibbs_inverse_temperature import (
 )
 from pymc_tempering.dynamics.ais import sample_ais
 from pymc_tempering.dynamics.simulated_tempering import sample_simulated_tempering
+from pymc_tempering.dynamics.ergodic import ErgodicApproximation, fit_ergodic
 from pymc_tempering.dynamics.thermostats import sample_tact
 
 __version__ = "0.1.0"
@@ -39,6 +42,8 @@ __all__ = [
     "plot_log_marginal_likelihood",
     "base_from_result",
     "LogMarginalLikelihood",
+    "bayes_factor",
+    "compare_evidence",
     "Target",
     "continuously_tempered_model",
     "estimate_log_zeta",
@@ -55,4 +60,6 @@ __all__ = [
     "sample_ais",
     "sample_simulated_tempering",
     "sample_tact",
+    "ErgodicApproximation",
+    "fit_ergodic",
 ]

@@ -20,7 +20,14 @@ from pymc_tempering.estimators import kish_ess, weighted_mean
 from pymc_tempering.results import METHOD_VARIABLES, PSEUDO_SAMPLE
 from pymc_tempering.sampling import split_seed
 
-__all__ = ["LogMarginalLikelihood", "log_marginal_likelihood", "resample", "weighted_summary"]
+__all__ = [
+    "LogMarginalLikelihood",
+    "log_marginal_likelihood",
+    "bayes_factor",
+    "compare_evidence",
+    "resample",
+    "weighted_summary",
+]
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,77 @@ def log_marginal_likelihood(idata: DataTree) -> LogMarginalLikelihood:
         per_chain=np.asarray(idata["sample_stats"]["log_marginal_likelihood"].values, dtype=float),
         method=str(idata.attrs.get("method", "")),
     )
+
+
+def bayes_factor(idata_1: DataTree, idata_2: DataTree) -> LogMarginalLikelihood:
+    """The log Bayes factor of model 1 against model 2, with its standard error.
+
+    ``log BF = log Z_1 - log Z_2``; the runs are independent, so the standard errors add in
+    quadrature. Positive values favour model 1.
+
+    Parameters
+    ----------
+    idata_1, idata_2 : xarray.DataTree
+        Results (of any evidence-estimating method) for the two models, on the same data.
+
+    Returns
+    -------
+    LogMarginalLikelihood
+        ``estimate`` is the log Bayes factor, ``standard_error`` its standard error and
+        ``per_chain`` empty; ``method`` names the two methods.
+    """
+    a, b = log_marginal_likelihood(idata_1), log_marginal_likelihood(idata_2)
+    return LogMarginalLikelihood(
+        estimate=a.estimate - b.estimate,
+        standard_error=float(np.hypot(a.standard_error, b.standard_error)),
+        per_chain=np.array([]),
+        method=f"log Bayes factor ({a.method} vs {b.method})",
+    )
+
+
+def compare_evidence(results: dict[str, DataTree], prior=None) -> pd.DataFrame:
+    """Compare models by their marginal likelihoods.
+
+    Parameters
+    ----------
+    results : dict of name to xarray.DataTree
+        One result per model, all on the same data.
+    prior : dict of name to float, optional
+        Prior model probabilities (normalised here); equal by default.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per model, sorted by log marginal likelihood (best first):
+        ``log_marginal_likelihood``, ``standard_error``, ``log_bayes_factor`` against the best
+        model and its ``log_bayes_factor_se``, and ``posterior_probability`` (from the point
+        estimates; when log Bayes factors are within a few standard errors of each other, so
+        are the models, whatever these probabilities say).
+    """
+    if len(results) < 1:
+        raise ValueError("Give at least one result.")
+    names = list(results)
+    lml = {name: log_marginal_likelihood(idata) for name, idata in results.items()}
+    prior = {name: 1.0 for name in names} if prior is None else dict(prior)
+    if set(prior) != set(names) or any(not p > 0 for p in prior.values()):
+        raise ValueError("prior must give a positive probability to each model, and no others.")
+    est = np.array([lml[n].estimate for n in names])
+    se = np.array([lml[n].standard_error for n in names])
+    log_post = est + np.log(np.array([prior[n] for n in names]))
+    best = int(np.argmax(est))
+    df = pd.DataFrame(
+        {
+            "log_marginal_likelihood": est,
+            "standard_error": se,
+            "log_bayes_factor": est - est[best],
+            "log_bayes_factor_se": np.where(
+                np.arange(len(names)) == best, 0.0, np.hypot(se, se[best])
+            ),
+            "posterior_probability": np.exp(log_post - logsumexp(log_post)),
+        },
+        index=pd.Index(names, name="model"),
+    )
+    return df.sort_values("log_marginal_likelihood", ascending=False)
 
 
 def _log_weight(idata: DataTree) -> np.ndarray:

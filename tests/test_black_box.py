@@ -114,3 +114,38 @@ def test_plots_draw():
     assert ax.get_ylabel() == "log marginal likelihood"
     axes = pmt.plot_joint(idata)
     assert len(axes) == 2
+
+
+def test_bayes_factor_between_conjugate_models():
+    """Two priors for the same data: the exact log Bayes factor is the difference of the
+    closed-form evidences; the estimate must lie within K combined standard errors."""
+    model_1, log_z_1, _, _ = conjugate_normal()
+    data = model_1.rvs_to_values[model_1["y"]].data  # the same data for the second model
+    from scipy import stats
+
+    with pm.Model() as model_2:
+        mu = pm.Normal("mu", -1.0, 0.5)
+        pm.Normal("y", mu, 1.5, observed=data)
+    n = len(data)
+    cov = 0.25 * np.ones((n, n)) + 1.5**2 * np.eye(n)
+    log_z_2 = stats.multivariate_normal(np.full(n, -1.0), cov).logpdf(data)
+    runs = {
+        "wide prior": pmt.sample_ct(model=model_1, random_seed=7, progressbar=False),
+        "narrow prior": pmt.sample_ct(model=model_2, random_seed=8, progressbar=False),
+    }
+    bf = pmt.bayes_factor(runs["wide prior"], runs["narrow prior"])
+    assert abs(bf.estimate - (log_z_1 - log_z_2)) < K * bf.standard_error
+    table = pmt.compare_evidence(runs)
+    assert list(table.columns) == [
+        "log_marginal_likelihood", "standard_error", "log_bayes_factor",
+        "log_bayes_factor_se", "posterior_probability",
+    ]
+    assert table["log_marginal_likelihood"].is_monotonic_decreasing
+    assert table["posterior_probability"].sum() == pytest.approx(1.0)
+    best = table.index[0]
+    assert table.loc[best, "log_bayes_factor"] == 0.0
+    exact_p1 = 1 / (1 + np.exp(log_z_2 - log_z_1))
+    se_p1 = exact_p1 * (1 - exact_p1) * bf.standard_error  # delta method
+    assert abs(table.loc["wide prior", "posterior_probability"] - exact_p1) < K * se_p1
+    with pytest.raises(ValueError, match="prior must give"):
+        pmt.compare_evidence(runs, prior={"wide prior": 1.0})
