@@ -30,6 +30,7 @@ from pymc_tempering.dynamics.ais import sample_ais
 from pymc_tempering.dynamics.simulated_tempering import sample_simulated_tempering
 from pymc_tempering.dynamics.ergodic import ErgodicApproximation, fit_ergodic
 from pymc_tempering.dynamics.thermostats import sample_tact
+from pymc_tempering.dynamics.replica_exchange import sample_replica_exchange
 
 __version__ = "0.1.0"
 
@@ -60,6 +61,7 @@ __all__ = [
     "sample_ais",
     "sample_simulated_tempering",
     "sample_tact",
+    "sample_replica_exchange",
     "ErgodicApproximation",
     "fit_ergodic",
 ]
