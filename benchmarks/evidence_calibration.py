@@ -1,6 +1,6 @@
 """Is the reported standard error of sample_ct's log marginal likelihood honest?
 
-Runs ``pmt.sample_ct`` with its defaults (mean-field ADVI base, log_zeta = max(ELBO, IS
+Runs ``pmt.sample_ct`` with its defaults (mixture base, one bootstrap round, log_zeta = max(ELBO, IS
 estimate), 4 chains x 1000 draws, nutpie) on the closed-form models of the test suite, over
 several seeds, and reports the z-scores ``(estimate - truth) / standard_error``. With an honest
 standard error they look standard normal: mean near 0, sd near 1, |z| < 2 about 95% of the time.

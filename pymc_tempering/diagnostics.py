@@ -73,7 +73,8 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
       the draws weighted towards beta = 0 against the base's known ones, in Monte Carlo standard
       errors; a problem above the Bonferroni limit for a family-wise rate of 0.001.
     - ``ess_weights``: Kish's effective sample size of the importance weights.
-    - ``pareto_khat``: Pareto k-hat of the log weights (arviz-stats' PSIS); a problem above 0.7.
+    - ``pareto_khat``: Pareto k-hat of the weights from arviz-stats' PSIS (``psislw``); a
+      problem above 0.7.
     - ``chains_log_z_chi2_p``: the p-value of the per-chain log Z estimates agreeing within
       their standard errors (chi-square with chains - 1 degrees of freedom); a problem below
       0.001.
@@ -131,9 +132,15 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
     if stats_ is not None and "log_weight" in stats_ and stats_["log_weight"].ndim == 2:
         lw = stats_["log_weight"].transpose("chain", "draw").values
         ess = kish_ess(lw)
-        khat = float(array_stats.pareto_khat(lw.ravel(), chain_axis=None, draw_axis=-1, log_weights=True))
+        # PSIS on the log weights (arviz-stats' psislw); its k-hat is the tail index of the
+        # weights. (arviz-stats' pareto_khat diagnoses the tails of a quantity's draws, and on
+        # nearly constant weights it returns meaningless values: 6.0 for a near-perfect base.)
+        try:
+            khat = float(array_stats.psislw(lw.ravel())[1])
+        except ValueError:  # a flat tail ("All tail values are the same"): nothing heavy there
+            khat = float("nan")
         add("ess_weights", ess, "-", True, "Kish effective sample size of the weights")
-        add("pareto_khat", khat, f"<= {KHAT_LIMIT}", khat <= KHAT_LIMIT, "Pareto k-hat of log weights")
+        add("pareto_khat", khat, f"<= {KHAT_LIMIT}", not khat > KHAT_LIMIT, "Pareto k-hat of weights")
         if khat > KHAT_LIMIT:
             problems.append(
                 f"The importance weights are heavy-tailed (Pareto k-hat {khat:.2f} > "
