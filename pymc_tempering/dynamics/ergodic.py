@@ -21,6 +21,7 @@ density from :class:`~pymc_tempering.Target` vectorised over particles with
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -465,6 +466,7 @@ def fit_ergodic(
     hist_elog = np.full(n_iterations, np.nan)
     hist_acc = np.full((n_iterations, n_steps), np.nan)
     hist_ent = np.full(n_iterations, np.nan)
+    loop_start = time.perf_counter()
     with progress_bar(n_iterations, "Ergodic inference", progressbar and n_iterations > 0) as advance:
         for i in range(n_iterations):
             obj, elog, acc, ent = train(
@@ -483,7 +485,10 @@ def fit_ergodic(
             hist_obj[i], hist_elog[i], hist_acc[i], hist_ent[i] = obj, elog, acc, ent
             advance()
 
+    loop_seconds = time.perf_counter() - loop_start
     settings = {
+        # wall time of the optimisation loop alone (no compilation), per iteration
+        "seconds_per_iteration": loop_seconds / n_iterations if n_iterations else float("nan"),
         "n_particles": n_particles,
         "n_iterations": n_iterations,
         "learning_rate": float(learning_rate),
