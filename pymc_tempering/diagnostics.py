@@ -132,11 +132,13 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
     if stats_ is not None and "log_weight" in stats_ and stats_["log_weight"].ndim == 2:
         lw = stats_["log_weight"].transpose("chain", "draw").values
         ess = kish_ess(lw)
-        # PSIS on the log weights (arviz-stats' psislw); its k-hat is the tail index of the
-        # weights. (arviz-stats' pareto_khat diagnoses the tails of a quantity's draws, and on
-        # nearly constant weights it returns meaningless values: 6.0 for a near-perfect base.)
+        # PSIS on the log weights with arviz-stats' psislw; its k-hat is the tail index of the
+        # weights. psislw follows the PSIS-LOO convention and smooths exp(-input) (it takes
+        # log-likelihood values), so it is given -log_weight. (Given log_weight itself, or
+        # through pareto_khat, it diagnosed the wrong tail: k = 1 for uniform weights, 6 to 9
+        # on runs whose weights had a Kish ESS of 70-99% of the draws.)
         try:
-            khat = float(array_stats.psislw(lw.ravel())[1])
+            khat = float(array_stats.psislw(-lw.ravel())[1])
         except ValueError:  # a flat tail ("All tail values are the same"): nothing heavy there
             khat = float("nan")
         add("ess_weights", ess, "-", True, "Kish effective sample size of the weights")
@@ -144,8 +146,10 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
         if khat > KHAT_LIMIT:
             problems.append(
                 f"The importance weights are heavy-tailed (Pareto k-hat {khat:.2f} > "
-                f"{KHAT_LIMIT}): a few draws dominate the weighted estimates and their standard "
-                "errors are unreliable. The base is probably far from the target."
+                f"{KHAT_LIMIT}; Kish ESS {ess:.0f} of {lw.size} draws): the largest weights may "
+                "dominate the weighted estimates, whose standard errors are then unreliable. "
+                "With a Kish ESS near the number of draws the tail is heavy only relative to "
+                "very uniform weights; with a small one the base is far from the target."
             )
 
         if "log_base_weight" in stats_:

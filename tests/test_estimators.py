@@ -160,3 +160,4 @@ def test_log_ratio_of_means_exact():
     est, _ = log_ratio_of_means(a, b)
     assert est == pytest.approx(np.log(3.0 / 2.0))
     assert logsumexp(a) == pytest.approx(np.log(15.0))
+
