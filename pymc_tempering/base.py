@@ -418,6 +418,22 @@ def estimate_log_zeta(target: Target, base: Base, n: int = 1000, random_seed=Non
 
     ``log((1/n) sum_i p(x_i) / q(x_i))`` with ``x_i ~ q``: a stochastic lower bound on log Z,
     tighter than the ELBO. Used as ``log_zeta`` when a base carries none.
+
+    Parameters
+    ----------
+    target : Target
+        The model's log density on the flat unconstrained space.
+    base : Base
+        The proposal, on the same space.
+    n : int
+        Number of base draws.
+    random_seed : int or numpy.random.Generator, optional
+
+    Returns
+    -------
+    float
+        The estimate of log Z. Draws where the target's log density is not finite count as zero
+        weight (with a warning).
     """
     x = base.sample(n, random_seed=random_seed)
     log_ratio = target.logp(x) - base.logp(x)

@@ -54,7 +54,10 @@ def ct_log_weights(delta) -> tuple[np.ndarray, np.ndarray]:
 
     Returns
     -------
-    log_w0, log_w1 : ndarray
+    log_w0 : ndarray
+        ``log w0 = log p(beta = 0 | x)``.
+    log_w1 : ndarray
+        ``log w1 = log p(beta = 1 | x)``.
     """
     d = np.asarray(delta, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -95,8 +98,10 @@ def log_ratio_of_means(log_a, log_b) -> tuple[float, float]:
 
     Returns
     -------
-    estimate, standard_error : float
-        The standard error is that of the log ratio (delta method, see the module docstring).
+    estimate : float
+        ``log(mean(a) / mean(b))``.
+    standard_error : float
+        The standard error of the log ratio (delta method, see the module docstring).
     """
     log_a, log_b = _as_chain_draw(log_a), _as_chain_draw(log_b)
     n = log_a.size
@@ -143,7 +148,10 @@ def weighted_mean(values, log_weight) -> tuple[np.ndarray, np.ndarray]:
 
     Returns
     -------
-    mean, standard_error : ndarray, shape ``values.shape[2:]``
+    mean : ndarray
+        Shape ``values.shape[2:]``.
+    standard_error : ndarray
+        Same shape.
     """
     log_weight = _as_chain_draw(log_weight)
     values = np.asarray(values, dtype=float)
@@ -214,7 +222,10 @@ def log_mean_exp(log_w) -> tuple[float, float]:
 
     Returns
     -------
-    estimate, standard_error : float
+    estimate : float
+        ``log(mean(w))``.
+    standard_error : float
+        Its standard error.
     """
     lw = np.asarray(log_w, dtype=float).ravel()
     if lw.size == 0:
