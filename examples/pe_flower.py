@@ -9,6 +9,8 @@ Run: ``.venv/bin/python examples/pe_flower.py [out.png]``
 """
 
 import sys
+import tempfile
+from pathlib import Path
 
 import matplotlib
 
@@ -37,7 +39,9 @@ def log_density(x1, x2):
     return -0.5 * ((np.hypot(x1, x2) - mu) / SIGMA) ** 2
 
 
-def main(out="pe_flower.png"):
+def main(out=None):
+    if out is None:  # never into the working directory unless asked
+        out = str(Path(tempfile.mkdtemp()) / "pe_flower.png")
     model = flower_model()
     kwargs = dict(draws=5000, tune=5000, chains=1, random_seed=1, progressbar=False)
     nuts = pm.sample(model=model, **kwargs)["posterior"]["x"].values[0]
