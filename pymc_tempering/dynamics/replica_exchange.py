@@ -49,7 +49,6 @@ from collections.abc import Callable
 
 import numpy as np
 import pymc as pm
-import pytensor
 import pytensor.tensor as pt
 import xarray as xr
 from pymc.model import modelcontext
@@ -61,9 +60,9 @@ from pymc_tempering.dynamics.recording import constrained_draws, draws_to_datatr
 from pymc_tempering.dynamics.thermostats import (
     TACTSettings,
     _fresh_rngs,
+    checked_tact_step,
     initial_tact_state,
     minibatch_energy_and_force,
-    tact_step,
 )
 from pymc_tempering.results import build_result
 from pymc_tempering.sampling import split_seed
@@ -424,15 +423,11 @@ def sample_replica_exchange(
     label = "corrected" if use_corrected else "Metropolis"
     with progress_bar(draws, f"Replica exchange ({n_rep} replicas, {label} test)", progressbar) as advance:
         while n_kept < draws:
-            state, last_energy = tact_step(
-                state, evaluate, settings, rng.standard_normal((n, ndim + 1))
-            )
             step += 1
-            if not (np.all(np.isfinite(state.theta)) and np.all(np.isfinite(last_energy))):
-                raise FloatingPointError(
-                    f"Replica exchange diverged at step {step} (non-finite position or energy); "
-                    "reduce step_size."
-                )
+            state, last_energy = checked_tact_step(
+                state, evaluate, settings, rng.standard_normal((n, ndim + 1)),
+                f"Replica exchange diverged at step {step}", "reduce step_size",
+            )
             if n_pairs and step % exchange_every == 0:
                 low = np.arange(rounds % 2, n_pairs, 2)  # the colder replica of each pair
                 rounds += 1

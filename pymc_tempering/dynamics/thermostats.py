@@ -270,6 +270,18 @@ def tact_step(
     return new, energy
 
 
+def checked_tact_step(state, energy_and_force, settings, normals, where: str, remedy: str):
+    """:func:`tact_step`, raising ``FloatingPointError`` on a non-finite position or energy.
+
+    The drivers that loop over steps (TACT-HMC, replica exchange) share this check; ``where``
+    and ``remedy`` name the step and what to change in the message.
+    """
+    state, energy = tact_step(state, energy_and_force, settings, normals)
+    if not (np.all(np.isfinite(state.theta)) and np.all(np.isfinite(energy))):
+        raise FloatingPointError(f"{where} (non-finite position or energy); {remedy}.")
+    return state, energy
+
+
 def initial_tact_state(
     theta: np.ndarray, settings: TACTSettings, rng: np.random.Generator
 ) -> TACTState:
@@ -561,15 +573,11 @@ def sample_tact(
                 )
             if callback is not None:
                 callback(step)
-            state, energy = tact_step(
-                state, evaluate, settings, rng.standard_normal((chains, ndim + 1))
-            )
             step += 1
-            if not (np.all(np.isfinite(state.theta)) and np.all(np.isfinite(energy))):
-                raise FloatingPointError(
-                    f"TACT-HMC diverged at step {step} (non-finite position or energy); reduce "
-                    "step_size_theta or raise noise_theta."
-                )
+            state, energy = checked_tact_step(
+                state, evaluate, settings, rng.standard_normal((chains, ndim + 1)),
+                f"TACT-HMC diverged at step {step}", "reduce step_size_theta or raise noise_theta",
+            )
             if step % steps_per_sample:
                 continue
             if step > burn_in:
