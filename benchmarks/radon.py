@@ -1,0 +1,242 @@
+"""Section 7.3 of the continuous tempering paper: the radon model's log marginal likelihood.
+
+What it measures
+----------------
+The hierarchical regression of log radon on floor and county log uranium (Gelman and Hill's
+Minnesota data: 919 households, 85 counties), non-centred as in the paper's factor graph, with
+half-Cauchy(5) scales: 92 parameters (:func:`pymc_tempering.datasets.radon_model` with
+``non_centered=True``). For each seed, in one run and interleaved, every method estimates log Z
+and the script records its estimate, its reported standard error and its wall time (everything
+the call does: base fits, compilation, tuning, sampling):
+
+``ct-nutpie``, ``ct-pymc``, ``ct-numpyro``
+    :func:`pymc_tempering.sample_ct` with ``nuts_sampler`` set to each installed NUTS backend
+    (blackjax is left out: ``pm.sample(nuts_sampler="blackjax")`` fails upstream in PyMC 6.4),
+    mixture base, ``--ct-bootstrap`` bootstrap rounds, 4 chains x ``--ct-draws`` draws.
+``smc``
+    ``pm.sample_smc(draws=--smc-draws, chains=2)``; its log Z is each chain's last finite value,
+    averaged over the chains.
+``ais``
+    :func:`pymc_tempering.sample_ais`: 100 independent runs of ``--ais-temperatures``
+    temperatures (HMC transitions, 10 leapfrog steps, step sizes tuned by a pilot), from the
+    same kind of base as ``sample_ct``.
+
+The reference (``--reference``) is not ``pm.sample_smc``: it is long AIS runs (many more
+temperatures than the per-seed runs) on both parameterisations, cross-checked against a long
+``sample_ct`` run on the centred model. The marginal likelihood does not depend on the
+parameterisation, so the centred and non-centred runs are independent checks of one number.
+
+Goal (issue 9): ``sample_ct`` within 0.2 nats of the reference in less wall time than SMC needs
+for the same accuracy.
+
+Rerun
+-----
+    .venv/bin/python benchmarks/radon.py --reference      # the reference, about 20 minutes
+    .venv/bin/python benchmarks/radon.py --seeds 10       # the comparison, about 40 minutes
+
+Outputs ``benchmarks/results/radon_reference.json``, ``benchmarks/results/radon.json`` and
+``benchmarks/results/radon.png`` (estimates against wall time, like Fig. 3b).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pymc as pm
+
+import pymc_tempering as pmt
+from pymc_tempering.datasets import radon_model
+
+RESULTS = Path(__file__).parent / "results"
+CT_SAMPLERS = ("nutpie", "pymc", "numpyro")
+METHODS = tuple(f"ct-{s}" for s in CT_SAMPLERS) + ("smc", "ais")
+
+
+def smc_log_z(idata) -> float:
+    """Each chain's last finite log marginal likelihood (PyMC stores one per stage), averaged."""
+    values = np.asarray(idata["sample_stats"]["log_marginal_likelihood"].values)
+    per_chain = []
+    for chain in values.reshape(values.shape[0], -1):
+        flat = np.concatenate([np.atleast_1d(np.asarray(v, dtype=float)) for v in chain])
+        per_chain.append(flat[np.isfinite(flat)][-1])
+    return float(np.mean(per_chain))
+
+
+def run_one(model, method: str, seed: int, args) -> dict:
+    start = time.perf_counter()
+    extra = {}
+    with warnings.catch_warnings(), model:
+        warnings.simplefilter("ignore")
+        if method.startswith("ct-"):
+            idata = pmt.sample_ct(
+                draws=args.ct_draws, bootstrap=args.ct_bootstrap, nuts_sampler=method[3:],
+                random_seed=seed, progressbar=False,
+            )
+            lml = pmt.log_marginal_likelihood(idata)
+            est, se = lml.estimate, lml.standard_error
+            extra["diagnostics_ok"] = bool(pmt.diagnose(idata).ok)
+        elif method == "smc":
+            idata = pm.sample_smc(draws=args.smc_draws, chains=2, random_seed=seed, progressbar=False)
+            est, se = smc_log_z(idata), float("nan")
+        elif method == "ais":
+            idata = pmt.sample_ais(
+                draws=25, chains=4, n_temperatures=args.ais_temperatures, random_seed=seed,
+                progressbar=False,
+            )
+            est, se = idata.attrs["log_marginal_likelihood"], idata.attrs["log_marginal_likelihood_se"]
+        else:
+            raise ValueError(method)
+    return {"method": method, "seed": seed, "estimate": float(est), "se": float(se),
+            "seconds": time.perf_counter() - start, **extra}
+
+
+def reference(args) -> None:
+    """Long AIS on both parameterisations and a long ``sample_ct`` on the centred model."""
+    rows = []
+    for non_centered in (True, False):
+        model = radon_model(non_centered=non_centered)
+        name = "non-centred" if non_centered else "centred"
+        start = time.perf_counter()
+        with warnings.catch_warnings(), model:
+            warnings.simplefilter("ignore")
+            idata = pmt.sample_ais(
+                draws=args.ref_runs // 4, chains=4, n_temperatures=args.ref_temperatures,
+                random_seed=12345, progressbar=True,
+            )
+        rows.append({
+            "method": f"ais-{args.ref_temperatures}", "model": name,
+            "runs": 4 * (args.ref_runs // 4),
+            "estimate": float(idata.attrs["log_marginal_likelihood"]),
+            "se": float(idata.attrs["log_marginal_likelihood_se"]),
+            "seconds": time.perf_counter() - start,
+        })
+        print(rows[-1], flush=True)
+    model = radon_model(non_centered=False)
+    start = time.perf_counter()
+    with warnings.catch_warnings(), model:
+        warnings.simplefilter("ignore")
+        idata = pmt.sample_ct(draws=args.ref_ct_draws, bootstrap=2, random_seed=12345,
+                              progressbar=False)
+    lml = pmt.log_marginal_likelihood(idata)
+    rows.append({"method": f"ct-{args.ref_ct_draws}", "model": "centred",
+                 "estimate": lml.estimate, "se": lml.standard_error,
+                 "diagnostics_ok": bool(pmt.diagnose(idata).ok),
+                 "seconds": time.perf_counter() - start})
+    print(rows[-1], flush=True)
+    est = np.array([r["estimate"] for r in rows])
+    se = np.array([r["se"] for r in rows])
+    # Inverse-variance combination, and the chi-square check that the three agree.
+    w = 1 / se**2
+    combined = float(np.sum(w * est) / np.sum(w))
+    chi2 = float(np.sum(w * (est - combined) ** 2))
+    out = {"settings": vars(args), "runs": rows, "log_z": combined,
+           "log_z_se": float(np.sqrt(1 / np.sum(w))), "agreement_chi2": chi2,
+           "agreement_dof": len(rows) - 1}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "radon_reference.json").write_text(json.dumps(out, indent=1))
+    print(json.dumps({k: v for k, v in out.items() if k != "runs"}, indent=1))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--ct-draws", type=int, default=1000)
+    parser.add_argument("--ct-bootstrap", type=int, default=2)
+    parser.add_argument("--smc-draws", type=int, default=2000)
+    parser.add_argument("--ais-temperatures", type=int, default=500)
+    parser.add_argument("--reference", action="store_true", help="compute the reference instead")
+    parser.add_argument("--summarise", action="store_true",
+                        help="recompute the summary and plot of --out against the reference")
+    parser.add_argument("--ref-temperatures", type=int, default=5000)
+    parser.add_argument("--ref-runs", type=int, default=64)
+    parser.add_argument("--ref-ct-draws", type=int, default=10000)
+    parser.add_argument("--out", default=str(RESULTS / "radon.json"))
+    args = parser.parse_args(argv)
+    logging.getLogger("pymc").setLevel(logging.ERROR)
+    if args.reference:
+        reference(args)
+        return
+
+    settings = vars(args)
+    if args.summarise:
+        stored = json.loads(Path(args.out).read_text())
+        rows, settings = stored["runs"], stored["settings"]
+    else:
+        model = radon_model(non_centered=True)
+        rows = []
+        for seed in range(args.seeds):
+            for method in args.methods:
+                rows.append(run_one(model, method, seed, args))
+                print(rows[-1], flush=True)
+    out = summarise(rows, settings)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    print(json.dumps(out["summary"], indent=1))
+    _plot(out, Path(args.out).with_suffix(".png"))
+
+
+def summarise(rows: list[dict], settings: dict) -> dict:
+    """Per-method mean, spread, error against the reference (when computed) and wall time."""
+    ref_path = RESULTS / "radon_reference.json"
+    ref = json.loads(ref_path.read_text()) if ref_path.exists() else None
+    summary = {}
+    for method in dict.fromkeys(r["method"] for r in rows):
+        sel = [r for r in rows if r["method"] == method]
+        est = np.array([r["estimate"] for r in sel])
+        summary[method] = {
+            "runs": len(sel),
+            "mean": float(est.mean()),
+            "sd": float(est.std(ddof=1)) if len(est) > 1 else float("nan"),
+            "mean_reported_se": float(np.nanmean([r["se"] for r in sel])),
+            "median_seconds": float(np.median([r["seconds"] for r in sel])),
+        }
+        if ref is not None:
+            err = est - ref["log_z"]
+            summary[method]["rmse_vs_reference"] = float(np.sqrt(np.mean(err**2)))
+            summary[method]["max_abs_error"] = float(np.max(np.abs(err)))
+            summary[method]["within_0.2"] = int(np.sum(np.abs(err) <= 0.2))
+        if "diagnostics_ok" in sel[0]:
+            summary[method]["diagnostics_ok"] = int(sum(r["diagnostics_ok"] for r in sel))
+    return {"settings": settings, "reference": ref and {k: ref[k] for k in ("log_z", "log_z_se")},
+            "runs": rows, "summary": summary}
+
+
+def _plot(results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colors = {"ct-nutpie": "C2", "ct-pymc": "C0", "ct-numpyro": "C4", "smc": "C3", "ais": "C1"}
+    for method, color in colors.items():
+        sel = [r for r in results["runs"] if r["method"] == method]
+        if not sel:
+            continue
+        t = [r["seconds"] for r in sel]
+        est = [r["estimate"] for r in sel]
+        se = [0.0 if not np.isfinite(r["se"]) else r["se"] for r in sel]
+        ax.errorbar(t, est, yerr=se, fmt="o", ms=4, color=color, label=method, alpha=0.8)
+    ref = results.get("reference")
+    if ref:
+        ax.axhline(ref["log_z"], color="k", ls="--", label="reference (long AIS + long CT)")
+        ax.axhspan(ref["log_z"] - 0.2, ref["log_z"] + 0.2, color="k", alpha=0.1, label="±0.2 nats")
+    ax.set_xscale("log")
+    ax.set_xlabel("wall time per run (s)")
+    ax.set_ylabel("log marginal likelihood estimate")
+    ax.set_title("radon, non-centred, 92 parameters")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
