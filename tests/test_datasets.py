@@ -1,0 +1,39 @@
+"""The shipped data and the radon model built on it."""
+
+import numpy as np
+from pymc_tempering.datasets import load_radon, radon_model
+
+
+def test_radon_data_shape():
+    data = load_radon()
+    assert len(data) == 919
+    assert data["county_code"].nunique() == 85
+
+
+def test_non_centred_radon_is_the_same_model():
+    """Same joint density up to the Jacobian of alpha = mu + sigma * offset, so same evidence.
+
+    log p_nc(mu, log sigma, offset) = log p_c(mu, log sigma, mu + sigma offset)
+    + 85 log sigma_alpha + 2 log sigma_beta, exactly, at random points.
+    """
+    centred, non_centred = radon_model(), radon_model(non_centered=True)
+    assert len(non_centred.free_RVs) == len(centred.free_RVs) == 7
+    logp_c, logp_nc = centred.compile_logp(), non_centred.compile_logp()
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        check_point(logp_c, logp_nc, rng)
+
+
+def check_point(logp_c, logp_nc, rng):
+    point = {
+        "mu_alpha": rng.normal(1.0, 0.5), "mu_beta": rng.normal(0.0, 0.5),
+        "sigma_alpha_log__": rng.normal(-1.0, 0.5), "sigma_beta_log__": rng.normal(-1.0, 0.5),
+        "epsilon_log__": rng.normal(-0.3, 0.2),
+        "alpha_offset": rng.normal(size=85), "beta_offset": rng.normal(size=2),
+    }
+    s_a, s_b = np.exp(point["sigma_alpha_log__"]), np.exp(point["sigma_beta_log__"])
+    c_point = {k: v for k, v in point.items() if not k.endswith("_offset")}
+    c_point["alpha"] = point["mu_alpha"] + s_a * point["alpha_offset"]
+    c_point["beta"] = point["mu_beta"] + s_b * point["beta_offset"]
+    lp_nc, lp_c = logp_nc(point), logp_c(c_point)
+    np.testing.assert_allclose(lp_nc, lp_c + 85 * np.log(s_a) + 2 * np.log(s_b), rtol=1e-10)
