@@ -142,9 +142,10 @@ def main(argv=None):
             )
             print(f"({scenario}) {method:5s} {cells}  mse {mse:.4g} time {np.mean(times):.1f}s",
                   flush=True)
-        results["scenarios"][scenario] = {"truth": truth.tolist(), "methods": rows}
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(results, indent=1))
+            # Written after every method, so that an interrupted run keeps what it measured.
+            results["scenarios"][scenario] = {"truth": truth.tolist(), "methods": rows}
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(results, indent=1))
     _plot(results, Path(args.out).with_suffix(".png"))
 
 
