@@ -1,0 +1,71 @@
+"""TACT-HMC's minibatch path against exact values: a ``pm.Minibatch`` gives an unbiased estimate
+of the full-batch potential and force for every chain (with the rows of paired data kept
+together), and ``callback(step)`` runs before every step, so the ``pm.Data`` it sets is the data
+that step's gradient sees."""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+
+from pymc_tempering.dynamics.thermostats import minibatch_energy_and_force, sample_tact
+from pymc_tempering.target import Target
+
+K = 4.0  # tolerance in standard errors
+
+
+def regression(x, y, batch_size=None):
+    """``y ~ Normal(a + b x, s)``, on minibatches of the pairs ``(x, y)`` or on all data."""
+    with pm.Model() as model:
+        a = pm.Normal("a", 0.0, 5.0)
+        b = pm.Normal("b", 0.0, 5.0)
+        s = pm.HalfNormal("s", 2.0)
+        if batch_size is not None:
+            x, y = pm.Minibatch(x, y, batch_size=batch_size)
+        pm.Normal("y", a + b * x, s, observed=y, total_size=40)
+    return model
+
+
+def test_minibatch_energy_and_force_are_unbiased_for_every_chain():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=40)
+    y = 1.0 + 2.0 * x + rng.normal(size=40)
+    exact = minibatch_energy_and_force(Target(regression(x, y)))
+    noisy = minibatch_energy_and_force(Target(regression(x, y, batch_size=8)), random_seed=1)
+    theta = np.array([[0.5, 1.5, 0.0], [1.0, 2.0, -0.3], [-1.0, 0.0, 0.4]])  # a, b, log s
+    u_true, f_true = exact(theta)
+    calls = [noisy(theta) for _ in range(3000)]
+    u = np.stack([c[0] for c in calls])  # (calls, chains)
+    f = np.stack([c[1] for c in calls])  # (calls, chains, 3)
+    for est, truth in [(u, u_true), (f, f_true)]:
+        sd = est.std(0)
+        assert np.all(sd > 1e-3 * np.abs(truth) + 1e-9)  # the minibatch noise is real
+        z = (est.mean(0) - truth) / (sd / np.sqrt(len(calls)))
+        # two separate pm.Minibatch(x), pm.Minibatch(y) (rows not kept together) give |z| 60-80
+        assert np.all(np.abs(z) < K), z
+
+
+def test_callback_runs_before_every_step_and_its_data_is_used():
+    with pm.Model() as model:
+        y = pm.Data("y", np.zeros(1))
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("obs", mu, 1.0, observed=y)
+    seen = []
+
+    def callback(step):
+        seen.append(step)
+        pm.set_data({"y": np.full(1, 0.1 * step)}, model=model)
+
+    # without tempering every step is kept: draw t is the position after step t + 1, and its
+    # potential energy is U at draw t - 1 with the data set by callback(t)
+    idata = sample_tact(
+        200, model=model, chains=1, variant="sgnht", steps_per_sample=1, burn_in=0,
+        step_size_theta=0.01, callback=callback, random_seed=2, progressbar=False,
+    )
+    assert seen == list(range(idata.attrs["n_steps"])) == list(range(200))
+    mu_draws = idata.posterior["mu"].values[0]
+    energy = idata.sample_stats["potential_energy"].values[0]
+    t = np.arange(1, 200)
+    data = 0.1 * t
+    exact = 0.5 * mu_draws[:-1] ** 2 + 0.5 * (data - mu_draws[:-1]) ** 2 + np.log(2 * np.pi)
+    np.testing.assert_allclose(energy[1:], exact, rtol=1e-10)
