@@ -351,8 +351,21 @@ def test_minibatch_changes_every_call(minibatch_model):
     model = minibatch_model[0]
     evaluate = minibatch_energy_and_force(Target(model), random_seed=1)
     theta = np.zeros((1, 1))
-    energies = {float(evaluate(theta)[0][0]) for _ in range(5)}
-    assert len(energies) > 1
+    energies = [float(evaluate(theta)[0][0]) for _ in range(5)]
+    assert len(set(energies)) > 1
+    # the same seed draws the same minibatches (PyMC must not reseed them at compile time)
+    again = minibatch_energy_and_force(Target(model), random_seed=1)
+    assert [float(again(theta)[0][0]) for _ in range(5)] == energies
+    other = minibatch_energy_and_force(Target(model), random_seed=2)
+    assert [float(other(theta)[0][0]) for _ in range(5)] != energies
+
+
+def test_minibatch_run_reproducible(minibatch_model):
+    kwargs = dict(model=minibatch_model[0], chains=1, steps_per_sample=5, random_seed=7,
+                  step_size_theta=1e-3,
+                  progressbar=False)
+    a, b = pmt.sample_tact(20, **kwargs), pmt.sample_tact(20, **kwargs)
+    np.testing.assert_array_equal(a.posterior["mu"].values, b.posterior["mu"].values)
 
 
 def test_reproducible_and_public(normal_model):

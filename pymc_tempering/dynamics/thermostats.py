@@ -362,7 +362,9 @@ def minibatch_energy_and_force(
     xs = pt.matrix("xs", dtype="float64")
     outs = vectorize_graph([logp, grad], replace={x: xs})
     outs = _fresh_rngs(outs, random_seed)
-    fn = pm.compile([xs], [-outs[0], outs[1]])
+    # random_seed=False: PyMC would otherwise reseed the fresh generators with new entropy,
+    # and a run with a pm.Minibatch would not be reproducible.
+    fn = pm.compile([xs], [-outs[0], outs[1]], random_seed=False)
 
     def energy_and_force(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         u, f = fn(np.ascontiguousarray(theta, dtype=float))
