@@ -32,7 +32,8 @@ for the same accuracy.
 Rerun
 -----
     .venv/bin/python benchmarks/radon.py --reference      # the reference, about 20 minutes
-    .venv/bin/python benchmarks/radon.py --seeds 10       # the comparison, about 40 minutes
+    .venv/bin/python benchmarks/radon.py --seeds 10       # the comparison, about 70 minutes
+    .venv/bin/python benchmarks/radon.py --seeds 5 --first-seed 5 --append   # add seeds 5-9
 
 Outputs ``benchmarks/results/radon_reference.json``, ``benchmarks/results/radon.json`` and
 ``benchmarks/results/radon.png`` (estimates against wall time, like Fig. 3b).
@@ -146,6 +147,10 @@ def reference(args) -> None:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="run seeds first-seed .. first-seed + seeds - 1")
+    parser.add_argument("--append", action="store_true",
+                        help="add the runs to those already in --out instead of replacing them")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--ct-draws", type=int, default=1000)
     parser.add_argument("--ct-bootstrap", type=int, default=2)
@@ -170,8 +175,8 @@ def main(argv=None):
         rows, settings = stored["runs"], stored["settings"]
     else:
         model = radon_model(non_centered=True)
-        rows = []
-        for seed in range(args.seeds):
+        rows = json.loads(Path(args.out).read_text())["runs"] if args.append else []
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             for method in args.methods:
                 rows.append(run_one(model, method, seed, args))
                 print(rows[-1], flush=True)
