@@ -19,8 +19,8 @@ the coldest and the hottest replica of one chain, and the swap statistics per pa
 
 Run: ``python examples/replica_exchange.py [OUTPUT.png] [--draws 5000] [--seed 1]`` (under a
 minute on 2 cores). Without OUTPUT the figure goes to a new temporary directory, never into the
-repository; the path is printed. Caveat (measured): with ``pm.Minibatch`` in the model,
-``random_seed`` does not yet fix the minibatches drawn, so two runs give different numbers.
+repository; the path is printed. The same ``--seed`` gives the same numbers, minibatches
+included.
 """
 
 import argparse

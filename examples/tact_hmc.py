@@ -25,8 +25,8 @@ trajectory records (one every 50 steps).
 
 Run: ``python examples/tact_hmc.py [OUTPUT.png] [--draws 4000] [--seed 1]`` (about a minute and
 a half on 2 cores). Without OUTPUT the figure goes to a new temporary directory, never into the
-repository; the path is printed. Caveat (measured): with ``pm.Minibatch`` in the model,
-``random_seed`` does not yet fix the minibatches drawn, so two runs give different numbers.
+repository; the path is printed. The same ``--seed`` gives the same numbers, minibatches
+included.
 """
 
 import argparse
