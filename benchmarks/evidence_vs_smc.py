@@ -31,15 +31,6 @@ from targets import radon_linear_gaussian  # noqa: E402
 logging.getLogger("pymc").setLevel(logging.ERROR)
 
 
-def smc_log_z(idata) -> float:
-    values = np.asarray(idata["sample_stats"]["log_marginal_likelihood"].values)
-    per_chain = []
-    for chain in values.reshape(values.shape[0], -1):
-        flat = np.concatenate([np.atleast_1d(np.asarray(v, dtype=float)) for v in chain])
-        per_chain.append(flat[np.isfinite(flat)][-1])
-    return float(np.mean(per_chain))
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
@@ -57,7 +48,7 @@ def main():
                     est, se = lml.estimate, lml.standard_error
                 else:
                     idata = pm.sample_smc(draws=2000, chains=2, random_seed=seed, progressbar=False)
-                    est, se = smc_log_z(idata), float("nan")
+                    est, se = pmt.log_marginal_likelihood(idata).estimate, float("nan")
             seconds = time.perf_counter() - start
             rows.append({"method": method, "seed": seed, "error": est - log_z, "se": se, "seconds": seconds})
             print(rows[-1], flush=True)

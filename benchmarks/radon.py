@@ -59,16 +59,6 @@ CT_SAMPLERS = ("nutpie", "pymc", "numpyro")
 METHODS = tuple(f"ct-{s}" for s in CT_SAMPLERS) + ("smc", "ais")
 
 
-def smc_log_z(idata) -> float:
-    """Each chain's last finite log marginal likelihood (PyMC stores one per stage), averaged."""
-    values = np.asarray(idata["sample_stats"]["log_marginal_likelihood"].values)
-    per_chain = []
-    for chain in values.reshape(values.shape[0], -1):
-        flat = np.concatenate([np.atleast_1d(np.asarray(v, dtype=float)) for v in chain])
-        per_chain.append(flat[np.isfinite(flat)][-1])
-    return float(np.mean(per_chain))
-
-
 def run_one(model, method: str, seed: int, args) -> dict:
     start = time.perf_counter()
     extra = {}
@@ -84,7 +74,7 @@ def run_one(model, method: str, seed: int, args) -> dict:
             extra["diagnostics_ok"] = bool(pmt.diagnose(idata).ok)
         elif method == "smc":
             idata = pm.sample_smc(draws=args.smc_draws, chains=2, random_seed=seed, progressbar=False)
-            est, se = smc_log_z(idata), float("nan")
+            est, se = pmt.log_marginal_likelihood(idata).estimate, float("nan")
         elif method == "ais":
             idata = pmt.sample_ais(
                 draws=25, chains=4, n_temperatures=args.ais_temperatures, random_seed=seed,

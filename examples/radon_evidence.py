@@ -8,7 +8,7 @@ reports a standard error, ``pm.sample_smc`` does not (its two chains' spread is 
 and a poor one: see ``docs/marginal_likelihood.md``, where an AIS run agrees with ``sample_ct``).
 
 ``pm.sample_smc`` stores ``log_marginal_likelihood`` as an object array per chain and per stage;
-each chain's estimate is its last finite value.
+``pmt.log_marginal_likelihood`` reads it (each chain's last finite value; no standard error).
 
 Run: ``python examples/radon_evidence.py [--draws 1000] [--smc-draws 2000] [--seed 1]``
 (a few minutes on 2 cores). Writes nothing.
@@ -25,16 +25,6 @@ import pymc_tempering as pmt
 from pymc_tempering.datasets import radon_model
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
-
-
-def smc_log_marginal_likelihood(idata) -> np.ndarray:
-    """Each chain's last finite log marginal likelihood from a ``pm.sample_smc`` result."""
-    values = np.asarray(idata["sample_stats"]["log_marginal_likelihood"].values)
-    per_chain = []
-    for chain in values.reshape(values.shape[0], -1):
-        flat = np.concatenate([np.atleast_1d(np.asarray(v, dtype=float)) for v in chain])
-        per_chain.append(flat[np.isfinite(flat)][-1])
-    return np.array(per_chain)
 
 
 def main(argv=None):
@@ -60,7 +50,7 @@ def main(argv=None):
         smc = pm.sample_smc(draws=args.smc_draws, chains=2, random_seed=args.seed,
                             progressbar=False)
         smc_seconds = time.perf_counter() - start
-    smc_chains = smc_log_marginal_likelihood(smc)
+    smc_chains = pmt.log_marginal_likelihood(smc).per_chain
 
     print(f"\nsample_ct      log Z = {lml.estimate:9.3f} ± {lml.standard_error:.3f}"
           f"   ({ct_seconds:5.1f} s)")

@@ -62,18 +62,46 @@ def _require(idata: DataTree, group: str, var: str | None = None):
         )
 
 
+def _smc_log_marginal_likelihood(idata: DataTree) -> LogMarginalLikelihood:
+    """Read ``pm.sample_smc``'s estimate: per chain, the last finite value of its stages."""
+    values = np.asarray(idata["sample_stats"]["log_marginal_likelihood"].values)
+    per_chain = []
+    for chain in values.reshape(values.shape[0], -1):
+        flat = np.concatenate([np.atleast_1d(np.asarray(v, dtype=float)) for v in chain])
+        finite = flat[np.isfinite(flat)]
+        per_chain.append(finite[-1] if finite.size else np.nan)
+    per_chain = np.asarray(per_chain, dtype=float)
+    return LogMarginalLikelihood(
+        estimate=float(np.mean(per_chain)),
+        standard_error=float("nan"),
+        per_chain=per_chain,
+        method="smc",
+    )
+
+
 def log_marginal_likelihood(idata: DataTree) -> LogMarginalLikelihood:
     """The log marginal likelihood of a result, with its standard error.
 
     Parameters
     ----------
     idata : xarray.DataTree
-        A result of a pymc_tempering method that estimates the evidence.
+        A result of a pymc_tempering method that estimates the evidence, or of
+        ``pm.sample_smc`` (for comparisons): then ``estimate`` is the mean over chains of each
+        chain's final estimate, ``per_chain`` those estimates and ``standard_error`` is NaN, as
+        SMC reports none (the spread of the chains is the only hint; on hierarchical models
+        SMC's estimate can be off by several nats while its chains agree).
 
     Returns
     -------
     LogMarginalLikelihood
     """
+    if (
+        "log_marginal_likelihood" not in idata.attrs
+        and "sample_stats" in idata.children
+        and "log_marginal_likelihood" in idata["sample_stats"]
+        and idata["sample_stats"]["log_marginal_likelihood"].dtype == object
+    ):
+        return _smc_log_marginal_likelihood(idata)
     if "log_marginal_likelihood" not in idata.attrs:
         raise ValueError(
             f"This result (method {idata.attrs.get('method', 'unknown')!r}) carries no log "
