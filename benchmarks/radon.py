@@ -12,7 +12,9 @@ the call does: base fits, compilation, tuning, sampling):
 ``ct-nutpie``, ``ct-pymc``, ``ct-numpyro``
     :func:`pymc_tempering.sample_ct` with ``nuts_sampler`` set to each installed NUTS backend
     (blackjax is left out: ``pm.sample(nuts_sampler="blackjax")`` fails upstream in PyMC 6.4),
-    mixture base, ``--ct-bootstrap`` bootstrap rounds, 4 chains x ``--ct-draws`` draws.
+    mixture base, ``--ct-bootstrap`` bootstrap rounds (default 2), 4 chains x ``--ct-draws``
+    draws (default 2500, the paper's run length; with 1000 the estimates came out 0.37 nats low
+    on average, see ``docs/benchmarks.md``).
 ``smc``
     ``pm.sample_smc(draws=--smc-draws, chains=2)``; its log Z is each chain's last finite value,
     averaged over the chains.
@@ -142,10 +144,10 @@ def main(argv=None):
     parser.add_argument("--append", action="store_true",
                         help="add the runs to those already in --out instead of replacing them")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
-    parser.add_argument("--ct-draws", type=int, default=1000)
+    parser.add_argument("--ct-draws", type=int, default=2500)
     parser.add_argument("--ct-bootstrap", type=int, default=2)
     parser.add_argument("--smc-draws", type=int, default=2000)
-    parser.add_argument("--ais-temperatures", type=int, default=500)
+    parser.add_argument("--ais-temperatures", type=int, default=2000)
     parser.add_argument("--reference", action="store_true", help="compute the reference instead")
     parser.add_argument("--summarise", action="store_true",
                         help="recompute the summary and plot of --out against the reference")
