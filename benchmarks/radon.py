@@ -15,9 +15,9 @@ the call does: base fits, compilation, tuning, sampling):
     mixture base, ``--ct-bootstrap`` bootstrap rounds (default 2), 4 chains x ``--ct-draws``
     draws (default 2500, the paper's run length; with 1000 the estimates came out 0.37 nats low
     on average, see ``docs/benchmarks.md``).
-``smc``
-    ``pm.sample_smc(draws=--smc-draws, chains=2)``; its log Z is each chain's last finite value,
-    averaged over the chains.
+``smc`` (and ``smc-DRAWS``)
+    ``pm.sample_smc(draws=--smc-draws, chains=2)`` (or ``DRAWS`` draws), read by
+    :func:`pymc_tempering.log_marginal_likelihood`: each chain's last finite value, averaged.
 ``ais``
     :func:`pymc_tempering.sample_ais`: 100 independent runs of ``--ais-temperatures``
     temperatures (HMC transitions, 10 leapfrog steps, step sizes tuned by a pilot), from the
@@ -35,7 +35,7 @@ Rerun
 -----
     .venv/bin/python benchmarks/radon.py --reference      # the reference, about 25 minutes
     .venv/bin/python benchmarks/radon.py --seeds 10       # the comparison, about 70 minutes
-    .venv/bin/python benchmarks/radon.py --seeds 5 --first-seed 5 --append   # add seeds 5-9
+    .venv/bin/python benchmarks/radon.py --seeds 2 --methods smc-8000 --append  # SMC, 4x draws
 
 Outputs ``benchmarks/results/radon_reference.json``, ``benchmarks/results/radon.json`` and
 ``benchmarks/results/radon.png`` (estimates against wall time, like Fig. 3b).
@@ -74,8 +74,9 @@ def run_one(model, method: str, seed: int, args) -> dict:
             lml = pmt.log_marginal_likelihood(idata)
             est, se = lml.estimate, lml.standard_error
             extra["diagnostics_ok"] = bool(pmt.diagnose(idata).ok)
-        elif method == "smc":
-            idata = pm.sample_smc(draws=args.smc_draws, chains=2, random_seed=seed, progressbar=False)
+        elif method == "smc" or method.startswith("smc-"):
+            draws = args.smc_draws if method == "smc" else int(method[4:])
+            idata = pm.sample_smc(draws=draws, chains=2, random_seed=seed, progressbar=False)
             est, se = pmt.log_marginal_likelihood(idata).estimate, float("nan")
         elif method == "ais":
             idata = pmt.sample_ais(
@@ -143,7 +144,8 @@ def main(argv=None):
                         help="run seeds first-seed .. first-seed + seeds - 1")
     parser.add_argument("--append", action="store_true",
                         help="add the runs to those already in --out instead of replacing them")
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--methods", nargs="+", default=list(METHODS),
+                        help=f"any of {', '.join(METHODS)}, or smc-DRAWS (SMC with DRAWS draws)")
     parser.add_argument("--ct-draws", type=int, default=2500)
     parser.add_argument("--ct-bootstrap", type=int, default=2)
     parser.add_argument("--smc-draws", type=int, default=2000)
@@ -158,6 +160,9 @@ def main(argv=None):
     parser.add_argument("--ref-ct-draws", type=int, default=10000)
     parser.add_argument("--out", default=str(RESULTS / "radon.json"))
     args = parser.parse_args(argv)
+    for method in args.methods:
+        if method not in METHODS and not (method.startswith("smc-") and method[4:].isdigit()):
+            parser.error(f"unknown method {method!r}")
     logging.getLogger("pymc").setLevel(logging.ERROR)
     if args.reference:
         reference(args)
@@ -169,7 +174,12 @@ def main(argv=None):
         rows, settings = stored["runs"], stored["settings"]
     else:
         model = radon_model(non_centered=True)
-        rows = json.loads(Path(args.out).read_text())["runs"] if args.append else []
+        rows = []
+        if args.append:
+            stored = json.loads(Path(args.out).read_text())
+            rows = stored["runs"]
+            settings = {**stored["settings"],
+                        "appended": stored["settings"].get("appended", []) + [vars(args)]}
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for method in args.methods:
                 rows.append(run_one(model, method, seed, args))
@@ -201,6 +211,12 @@ def summarise(rows: list[dict], settings: dict) -> dict:
             summary[method]["rmse_vs_reference"] = float(np.sqrt(np.mean(err**2)))
             summary[method]["max_abs_error"] = float(np.max(np.abs(err)))
             summary[method]["within_0.2"] = int(np.sum(np.abs(err) <= 0.2))
+            se = np.array([r["se"] for r in sel])
+            if np.all(np.isfinite(se)):
+                # errors in units of the reported standard error: sd about 1 when it is honest
+                z = err / se
+                summary[method]["z_rms"] = float(np.sqrt(np.mean(z**2)))
+                summary[method]["z_max_abs"] = float(np.max(np.abs(z)))
         if "diagnostics_ok" in sel[0]:
             summary[method]["diagnostics_ok"] = int(sum(r["diagnostics_ok"] for r in sel))
     return {"settings": settings, "reference": ref and {k: ref[k] for k in ("log_z", "log_z_se")},
@@ -213,25 +229,32 @@ def _plot(results, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     colors = {"ct-nutpie": "C2", "ct-pymc": "C0", "ct-numpyro": "C4", "smc": "C3", "ais": "C1"}
-    for method, color in colors.items():
-        sel = [r for r in results["runs"] if r["method"] == method]
-        if not sel:
-            continue
-        t = [r["seconds"] for r in sel]
-        est = [r["estimate"] for r in sel]
-        se = [0.0 if not np.isfinite(r["se"]) else r["se"] for r in sel]
-        ax.errorbar(t, est, yerr=se, fmt="o", ms=4, color=color, label=method, alpha=0.8)
+    others = sorted({r["method"] for r in results["runs"]} - set(colors))
+    colors.update({m: f"C{5 + i}" for i, m in enumerate(others)})
     ref = results.get("reference")
-    if ref:
-        ax.axhline(ref["log_z"], color="k", ls="--", label="reference (long AIS + long CT)")
-        ax.axhspan(ref["log_z"] - 0.2, ref["log_z"] + 0.2, color="k", alpha=0.1, label="±0.2 nats")
-    ax.set_xscale("log")
-    ax.set_xlabel("wall time per run (s)")
-    ax.set_ylabel("log marginal likelihood estimate")
-    ax.set_title("radon, non-centred, 92 parameters")
-    ax.legend(fontsize=8)
+    for k, ax in enumerate(axes):
+        for method, color in colors.items():
+            sel = [r for r in results["runs"] if r["method"] == method]
+            if not sel:
+                continue
+            t = [r["seconds"] for r in sel]
+            est = [r["estimate"] for r in sel]
+            se = [0.0 if not np.isfinite(r["se"]) else r["se"] for r in sel]
+            ax.errorbar(t, est, yerr=se, fmt="o", ms=4, color=color, label=method, alpha=0.8)
+        if ref:
+            ax.axhline(ref["log_z"], color="k", ls="--", label="reference (long AIS + long CT)")
+            ax.axhspan(ref["log_z"] - 0.2, ref["log_z"] + 0.2, color="k", alpha=0.1,
+                       label="±0.2 nats")
+            if k == 1:
+                ax.set_ylim(ref["log_z"] - 1.5, ref["log_z"] + 1.5)
+        ax.set_xscale("log")
+        ax.set_xlabel("wall time per run (s)")
+        ax.set_ylabel("log marginal likelihood estimate")
+    axes[0].set_title("radon, non-centred, 92 parameters: every run")
+    axes[1].set_title("zoom: reference ± 1.5 nats")
+    axes[0].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"wrote {path}")
