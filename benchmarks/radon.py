@@ -36,6 +36,8 @@ Rerun
     .venv/bin/python benchmarks/radon.py --reference      # the reference, about 25 minutes
     .venv/bin/python benchmarks/radon.py --seeds 10       # the comparison, about 70 minutes
     .venv/bin/python benchmarks/radon.py --seeds 2 --methods smc-8000 --append  # SMC, 4x draws
+    .venv/bin/python benchmarks/radon.py --seeds 5 --first-seed 100 --methods ct-nutpie \
+        --fixed-base-seed 0 --out benchmarks/results/radon_fixed_base.json    # one base
 
 Outputs ``benchmarks/results/radon_reference.json``, ``benchmarks/results/radon.json`` and
 ``benchmarks/results/radon.png`` (estimates against wall time, like Fig. 3b).
@@ -61,7 +63,7 @@ CT_SAMPLERS = ("nutpie", "pymc", "numpyro")
 METHODS = tuple(f"ct-{s}" for s in CT_SAMPLERS) + ("smc", "ais")
 
 
-def run_one(model, method: str, seed: int, args) -> dict:
+def run_one(model, method: str, seed: int, args, base=None) -> dict:
     start = time.perf_counter()
     extra = {}
     with warnings.catch_warnings(), model:
@@ -69,7 +71,7 @@ def run_one(model, method: str, seed: int, args) -> dict:
         if method.startswith("ct-"):
             idata = pmt.sample_ct(
                 draws=args.ct_draws, bootstrap=args.ct_bootstrap, nuts_sampler=method[3:],
-                random_seed=seed, progressbar=False,
+                base=base, random_seed=seed, progressbar=False,
             )
             lml = pmt.log_marginal_likelihood(idata)
             est, se = lml.estimate, lml.standard_error
@@ -148,6 +150,8 @@ def main(argv=None):
                         help=f"any of {', '.join(METHODS)}, or smc-DRAWS (SMC with DRAWS draws)")
     parser.add_argument("--ct-draws", type=int, default=2500)
     parser.add_argument("--ct-bootstrap", type=int, default=2)
+    parser.add_argument("--fixed-base-seed", type=int, default=None,
+                        help="fit one mixture base with this seed for every sample_ct run")
     parser.add_argument("--smc-draws", type=int, default=2000)
     parser.add_argument("--ais-temperatures", type=int, default=2000)
     parser.add_argument("--reference", action="store_true", help="compute the reference instead")
@@ -180,9 +184,16 @@ def main(argv=None):
             rows = stored["runs"]
             settings = {**stored["settings"],
                         "appended": stored["settings"].get("appended", []) + [vars(args)]}
+        base = None
+        if args.fixed_base_seed is not None:
+            # One mixture base for every sample_ct run: only the sampling seed varies.
+            with warnings.catch_warnings(), model:
+                warnings.simplefilter("ignore")
+                base = pmt.fit_base(method="mixture", random_seed=args.fixed_base_seed,
+                                    progressbar=False)
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for method in args.methods:
-                rows.append(run_one(model, method, seed, args))
+                rows.append(run_one(model, method, seed, args, base))
                 print(rows[-1], flush=True)
     out = summarise(rows, settings)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
