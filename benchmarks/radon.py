@@ -33,8 +33,8 @@ for the same accuracy.
 
 Rerun
 -----
-    .venv/bin/python benchmarks/radon.py --reference      # the reference, about 25 minutes
-    .venv/bin/python benchmarks/radon.py --seeds 10       # the comparison, about 70 minutes
+    .venv/bin/python benchmarks/radon.py --reference      # the reference, about 6 minutes
+    .venv/bin/python benchmarks/radon.py --seeds 10       # the comparison, about 35 minutes
     .venv/bin/python benchmarks/radon.py --seeds 2 --methods smc-8000 --append  # SMC, 4x draws
     .venv/bin/python benchmarks/radon.py --seeds 5 --first-seed 100 --methods ct-nutpie \
         --fixed-base-seed 0 --out benchmarks/results/radon_fixed_base.json    # one base
