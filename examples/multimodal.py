@@ -29,41 +29,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pymc as pm  # noqa: E402
-import pytensor.tensor as pt  # noqa: E402
-from scipy import stats  # noqa: E402
-from scipy.special import logsumexp  # noqa: E402
 
 import pymc_tempering as pmt  # noqa: E402
-from pymc_tempering.estimators import weighted_mean  # noqa: E402
+from _four_modes import MEANS, build_model, exact, mode_masses, mode_of  # noqa: E402
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
-
-PRIOR_SD, MODE_SD = 5.0, 0.3
-MEANS = np.array([[2.5, 2.5], [-2.5, 2.5], [-2.5, -2.5], [2.5, -2.5]])
-WEIGHTS = np.array([0.4, 0.3, 0.2, 0.1])
-
-
-def build_model() -> pm.Model:
-    with pm.Model() as model:
-        x = pm.Normal("x", 0.0, PRIOR_SD, shape=2)
-        comp = [
-            np.log(w) + pm.logp(pm.MvNormal.dist(m, MODE_SD**2 * np.eye(2)), x)
-            for w, m in zip(WEIGHTS, MEANS, strict=True)
-        ]
-        pm.Potential("mixture_likelihood", pt.logsumexp(pt.stack(comp)))
-    return model
-
-
-def exact():
-    """log Z and the posterior mass of each mode, in closed form."""
-    marg = stats.multivariate_normal(np.zeros(2), (PRIOR_SD**2 + MODE_SD**2) * np.eye(2))
-    log_terms = np.log(WEIGHTS) + marg.logpdf(MEANS)
-    return logsumexp(log_terms), np.exp(log_terms - logsumexp(log_terms))
-
-
-def mode_of(x: np.ndarray) -> np.ndarray:
-    """Index of the nearest mode for each draw (..., 2)."""
-    return np.argmin(((x[..., None, :] - MEANS) ** 2).sum(-1), axis=-1)
 
 
 def main(argv=None):
@@ -94,11 +64,8 @@ def main(argv=None):
           f"   (exact: {exact_log_z:.3f})")
     print("per chain:", np.round(lml.per_chain, 3))
 
-    x = idata["posterior"]["x"].transpose("chain", "draw", ...).values
-    lw = idata["sample_stats"]["log_weight"].transpose("chain", "draw").values
     print("\nmode  mass (CT, weighted)  exact")
-    for k in range(len(MEANS)):
-        mass, mcse = weighted_mean((mode_of(x) == k).astype(float), lw)
+    for k, (mass, mcse) in enumerate(mode_masses(idata)):
         print(f"{str(MEANS[k]):>12}  {mass:.3f} ± {mcse:.3f}  {exact_mass[k]:.3f}")
     print("\n" + str(pmt.diagnose(idata)))
 

@@ -41,34 +41,16 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-import pymc as pm  # noqa: E402
-from arviz_stats.base.array import array_stats  # noqa: E402
-from scipy import stats  # noqa: E402
 
 import pymc_tempering as pmt  # noqa: E402
+from _minibatch_bimodal import (  # noqa: E402
+    BATCH, N, NOISE_SD, Y, build_model, exact_posterior, exact_summary, mean_and_mcse,
+    print_theta_summary,
+)
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 
-N, BATCH, NOISE_SD, PRIOR_MU, PRIOR_SD = 1000, 100, 10.0, 0.5, 1.5
-Y = np.random.default_rng(0).normal(1.2**2, NOISE_SD, size=N)
 SETTINGS = dict(step_size_theta=1e-3, noise_theta=0.05, max_temperature=10.0, steps_per_sample=50)
-
-
-def build_model() -> pm.Model:
-    with pm.Model() as model:
-        theta = pm.Normal("theta", PRIOR_MU, PRIOR_SD)
-        batch = pm.Minibatch(Y, batch_size=BATCH)
-        pm.Normal("y", theta**2, NOISE_SD, observed=batch, total_size=N)
-    return model
-
-
-def exact_posterior(grid: np.ndarray) -> np.ndarray:
-    """The full-data posterior density on an even grid (normalised numerically)."""
-    log_joint = stats.norm.logpdf(grid, PRIOR_MU, PRIOR_SD) + np.array(
-        [stats.norm.logpdf(Y, t**2, NOISE_SD).sum() for t in grid]
-    )
-    density = np.exp(log_joint - log_joint.max())
-    return density / (density.sum() * (grid[1] - grid[0]))
 
 
 def gradient_noise_variance(theta: np.ndarray) -> np.ndarray:
@@ -76,17 +58,6 @@ def gradient_noise_variance(theta: np.ndarray) -> np.ndarray:
     ``N^2 / m`` times the variance over the data of the per-datum terms
     ``(y_i - theta^2) 2 theta / sigma^2``."""
     return N**2 / BATCH * (2 * theta / NOISE_SD**2) ** 2 * Y.var()
-
-
-def weighted_sd(values: np.ndarray, weights: np.ndarray) -> float:
-    mean = (values * weights).sum() / weights.sum()
-    return float(np.sqrt(((values - mean) ** 2 * weights).sum() / weights.sum()))
-
-
-def mean_and_mcse(series: np.ndarray):
-    """Mean and MCSE of a (chain, draw) series, the ESS from arviz-stats (chains pooled)."""
-    ess = float(array_stats.ess(series, method="mean"))
-    return series.mean(), series.std() / np.sqrt(ess)
 
 
 def main(argv=None):
@@ -101,9 +72,7 @@ def main(argv=None):
     model = build_model()
     grid = np.linspace(-2.5, 2.5, 2001)
     density = exact_posterior(grid)
-    dx = grid[1] - grid[0]
-    exact_p_pos = density[grid > 0].sum() * dx
-    exact_sd = [weighted_sd(grid[half], density[half]) for half in (grid < 0, grid > 0)]
+    exact_p_pos, exact_sd = exact_summary(grid, density)
     start = np.full((4, 1), -1.0)  # every chain starts in the lighter mode
 
     results = {}
@@ -118,8 +87,6 @@ def main(argv=None):
           f"sd within the modes (negative, positive) = {exact_sd[0]:.3f}, {exact_sd[1]:.3f}\n")
     for variant, idata in results.items():
         theta = idata["posterior"]["theta"].transpose("chain", "draw").values
-        p_pos, p_se = mean_and_mcse((theta > 0).astype(float))
-        sd = [theta[half].std() if np.any(half) else np.nan for half in (theta < 0, theta > 0)]
         z = idata["sample_stats"]["thermostat_theta"].transpose("chain", "draw").values
         z_mean, z_se = mean_and_mcse(z)
         # Theorem 1 (continuous time): z = c + eta sigma_f^2 / 2. The Euler step
@@ -129,10 +96,7 @@ def main(argv=None):
         z_euler = 1 - np.sqrt(1 - 2 * SETTINGS["noise_theta"] - noise)
         print(f"{variant} ({theta.size} draws, {idata.attrs['n_steps']} steps, "
               f"{idata.attrs['wall_time']:.0f} s):")
-        print(f"  P(theta > 0) = {p_pos:.3f} ± {p_se:.3f}   (exact {exact_p_pos:.3f});"
-              f"  per chain {np.round((theta > 0).mean(axis=1), 2)}")
-        print(f"  sd within the modes = {sd[0]:.3f}, {sd[1]:.3f}   "
-              f"(exact {exact_sd[0]:.3f}, {exact_sd[1]:.3f})")
+        print_theta_summary(theta, exact_p_pos, exact_sd)
         print(f"  mean z_theta = {z_mean:.3f} ± {z_se:.3f}   (Theorem 1: {z_theory:.3f}, "
               f"its Euler-step version: {z_euler:.3f}; c = {SETTINGS['noise_theta']})")
 
