@@ -203,3 +203,23 @@ def test_minibatch_model_runs_with_corrected_test():
     assert float(ex["exchange_noise_sd_max"].max()) < CORRECTION_SD
     assert int((ex["swap_accepted"] + ex["swap_skipped"]).sum()) <= int(ex["swap_attempted"].sum())
     assert np.isfinite(res.posterior["mu"].values).all()
+
+
+def test_minibatch_run_reproducible_for_a_seed():
+    """Both compiled minibatch functions (dynamics and exchange test) draw seeded minibatches."""
+    y = np.random.default_rng(2).normal(1.0, 2.0, 1000)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 10)
+        pm.Normal("y", mu, 2.0, observed=pm.Minibatch(y, batch_size=500), total_size=y.size)
+    energies = [minibatch_exchange_energies(Target(model), random_seed=1) for _ in range(2)]
+    theta = np.array([[0.9], [1.1]])
+    assert [float(energies[0](theta)[0][0]) for _ in range(5)] == [
+        float(energies[1](theta)[0][0]) for _ in range(5)
+    ]
+    kwargs = dict(model=model, temperatures=[1.0, 1.05, 1.1], chains=2, step_size=1e-3,
+                  initial_points=np.full((2, 1), 1.0), random_seed=3, progressbar=False)
+    a, b = sample_replica_exchange(100, **kwargs), sample_replica_exchange(100, **kwargs)
+    np.testing.assert_array_equal(a.posterior["mu"].values, b.posterior["mu"].values)
+    np.testing.assert_array_equal(
+        a["replica_exchange"]["swap_accepted"].values, b["replica_exchange"]["swap_accepted"].values
+    )

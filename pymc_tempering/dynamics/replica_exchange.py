@@ -59,8 +59,8 @@ from scipy.special import expit, ndtr
 from pymc_tempering.dynamics.recording import constrained_draws, draws_to_datatree, progress_bar
 from pymc_tempering.dynamics.thermostats import (
     TACTSettings,
-    _fresh_rngs,
     checked_tact_step,
+    compile_with_seeded_minibatches,
     initial_tact_state,
     minibatch_energy_and_force,
 )
@@ -245,8 +245,7 @@ def minibatch_exchange_energies(
         terms = pt.zeros((0,), dtype="float64")
     xs = pt.matrix("xs", dtype="float64")
     outs = vectorize_graph([logp, terms], replace={x: xs})
-    outs = _fresh_rngs(outs, random_seed)
-    fn = pm.compile([xs], [-outs[0], outs[1]])
+    fn = compile_with_seeded_minibatches([xs], [-outs[0], outs[1]], random_seed)
 
     def energies(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         u, t = fn(np.ascontiguousarray(theta, dtype=float))

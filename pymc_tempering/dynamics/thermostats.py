@@ -329,20 +329,25 @@ def thermostat_reference(
     }
 
 
-def _fresh_rngs(outputs, seed):
-    """Replace the shared random generators of a graph (a ``pm.Minibatch``'s) by fresh seeded
-    copies, so compiling and running never touches the user's model."""
+def compile_with_seeded_minibatches(inputs, outputs, seed):
+    """Compile ``outputs`` with their shared random generators (a ``pm.Minibatch``'s) replaced
+    by fresh copies seeded by ``seed``: compiling and running never touches the user's model,
+    and the same seed draws the same minibatches. ``random_seed=False`` stops ``pm.compile``
+    from reseeding the copies with fresh entropy."""
     rngs = [
         v
         for v in graph_inputs(outputs)
         if isinstance(v, pytensor.compile.sharedvalue.SharedVariable)
         and isinstance(v.type, RandomGeneratorType)
     ]
-    if not rngs:
-        return outputs
-    seeds = np.random.SeedSequence(seed).spawn(len(rngs))
-    replace = {r: pytensor.shared(np.random.default_rng(sq), name=r.name) for r, sq in zip(rngs, seeds)}
-    return graph_replace(outputs, replace=replace, strict=False)
+    if rngs:
+        seeds = np.random.SeedSequence(seed).spawn(len(rngs))
+        replace = {
+            r: pytensor.shared(np.random.default_rng(sq), name=r.name)
+            for r, sq in zip(rngs, seeds)
+        }
+        outputs = graph_replace(outputs, replace=replace, strict=False)
+    return pm.compile(inputs, outputs, random_seed=False)
 
 
 def minibatch_energy_and_force(
@@ -361,10 +366,7 @@ def minibatch_energy_and_force(
     grad = pytensor.grad(logp, x)
     xs = pt.matrix("xs", dtype="float64")
     outs = vectorize_graph([logp, grad], replace={x: xs})
-    outs = _fresh_rngs(outs, random_seed)
-    # random_seed=False: PyMC would otherwise reseed the fresh generators with new entropy,
-    # and a run with a pm.Minibatch would not be reproducible.
-    fn = pm.compile([xs], [-outs[0], outs[1]], random_seed=False)
+    fn = compile_with_seeded_minibatches([xs], [-outs[0], outs[1]], random_seed)
 
     def energy_and_force(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         u, f = fn(np.ascontiguousarray(theta, dtype=float))
