@@ -42,38 +42,16 @@ import argparse
 import json
 import logging
 import time
-from importlib.resources import files
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pymc as pm
-import pytensor.tensor as pt
 
 import pymc_tempering as pmt
+from pymc_tempering.datasets import kou_mixture_model, kou_mixture_moments
 
 RESULTS = Path(__file__).parent / "results"
-MOMENTS = ("E_x1", "E_x2", "E_x1sq", "E_x2sq")
 METHODS = ("nuts", "pe2", "pe5", "pe10", "pe20", "ct")
-
-
-def kou_model(scenario: str) -> pm.Model:
-    """The normalised mixture as a PyMC model: ``x`` (Flat) and its log density as a Potential."""
-    comp = pd.read_csv(files("pymc_tempering").joinpath("data/kou_mixture_components.csv"))
-    mu = comp[["mu1", "mu2"]].to_numpy()
-    w = comp["w_a" if scenario == "a" else "w_b_normalised"].to_numpy()
-    var = comp["var_a" if scenario == "a" else "var_b"].to_numpy()
-    with pm.Model() as model:
-        x = pm.Flat("x", shape=2, initval=np.array([0.5, 0.5]))
-        d2 = pt.sum((x[None, :] - mu) ** 2, axis=1)
-        pm.Potential("mixture", pt.logsumexp(np.log(w) - np.log(2 * np.pi * var) - d2 / (2 * var)))
-    return model
-
-
-def exact_moments(scenario: str) -> np.ndarray:
-    with files("pymc_tempering").joinpath("data/kou_mixture_exact_moments.json").open() as fh:
-        exact = json.load(fh)[scenario]
-    return np.array([exact[k] for k in MOMENTS])
 
 
 def _moments(values: np.ndarray, log_weight: np.ndarray | None) -> np.ndarray:
@@ -86,7 +64,7 @@ def _moments(values: np.ndarray, log_weight: np.ndarray | None) -> np.ndarray:
 
 
 def run_one(scenario: str, method: str, seed: int, draws: int, tune: int) -> tuple[np.ndarray, float]:
-    model = kou_model(scenario)
+    model = kou_mixture_model(scenario)
     kwargs = dict(draws=draws, tune=tune, chains=4, random_seed=seed, progressbar=False)
     start = time.perf_counter()
     if method == "nuts":
@@ -119,7 +97,7 @@ def main(argv=None):
 
     results = {"settings": vars(args), "scenarios": {}}
     for scenario in args.scenarios:
-        truth = exact_moments(scenario)
+        truth = kou_mixture_moments(scenario)
         rows = {}
         for method in args.methods:
             ests, times = [], []

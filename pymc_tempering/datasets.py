@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from importlib.resources import files
 
 import numpy as np
 import pandas as pd
 import pymc as pm
+import pytensor.tensor as pt
 
-__all__ = ["load_radon", "radon_model"]
+__all__ = ["load_radon", "radon_model", "kou_mixture_model", "kou_mixture_moments"]
+
+_KOU_MOMENTS = ("E_x1", "E_x2", "E_x1sq", "E_x2sq")
 
 
 def load_radon() -> pd.DataFrame:
@@ -69,3 +73,60 @@ def radon_model(data: pd.DataFrame | None = None, *, non_centered: bool = False)
         mean = alpha[county] + pm.math.dot(X, beta)
         pm.Normal("log_radon", mean, epsilon, observed=data["log_radon"].to_numpy(), dims="obs")
     return model
+
+
+def _check_kou_scenario(scenario: str) -> None:
+    if scenario not in ("a", "b"):
+        raise ValueError(f"scenario must be 'a' or 'b', got {scenario!r}.")
+
+
+def kou_mixture_model(scenario: str) -> pm.Model:
+    """The 20-component bivariate Gaussian mixture of Kou, Zhou and Wong (2006), normalised.
+
+    Section 4.1 of the pseudo-extended paper: scenario ``"a"`` (equal weights, component sd
+    0.1, well separated) or ``"b"`` (weights and variances growing with the distance to
+    (5, 5)); component table and sources in ``pymc_tempering/data/README.md``. The model is
+    ``x`` (``pm.Flat``, 2-vector, initial value (0.5, 0.5)) with the mixture's log density as a
+    ``pm.Potential``, so ``log Z = 0``.
+
+    Parameters
+    ----------
+    scenario : {"a", "b"}
+
+    Returns
+    -------
+    pymc.Model
+
+    Raises
+    ------
+    ValueError
+        For another scenario.
+    """
+    _check_kou_scenario(scenario)
+    comp = pd.read_csv(files("pymc_tempering").joinpath("data/kou_mixture_components.csv"))
+    mu = comp[["mu1", "mu2"]].to_numpy()
+    w = comp["w_a" if scenario == "a" else "w_b_normalised"].to_numpy()
+    var = comp["var_a" if scenario == "a" else "var_b"].to_numpy()
+    with pm.Model() as model:
+        x = pm.Flat("x", shape=2, initval=np.array([0.5, 0.5]))
+        d2 = pt.sum((x[None, :] - mu) ** 2, axis=1)
+        pm.Potential("mixture", pt.logsumexp(np.log(w) - np.log(2 * np.pi * var) - d2 / (2 * var)))
+    return model
+
+
+def kou_mixture_moments(scenario: str) -> np.ndarray:
+    """The exact ``E x1, E x2, E x1^2, E x2^2`` of :func:`kou_mixture_model` (Table 1's truth).
+
+    Parameters
+    ----------
+    scenario : {"a", "b"}
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(4,)``.
+    """
+    _check_kou_scenario(scenario)
+    with files("pymc_tempering").joinpath("data/kou_mixture_exact_moments.json").open() as fh:
+        exact = json.load(fh)[scenario]
+    return np.array([exact[k] for k in _KOU_MOMENTS])

@@ -37,3 +37,28 @@ def check_point(logp_c, logp_nc, rng):
     c_point["beta"] = point["mu_beta"] + s_b * point["beta_offset"]
     lp_nc, lp_c = logp_nc(point), logp_c(c_point)
     np.testing.assert_allclose(lp_nc, lp_c + 85 * np.log(s_a) + 2 * np.log(s_b), rtol=1e-10)
+
+
+def test_kou_mixture_moments_match_the_papers_table_1_truth():
+    from pymc_tempering.datasets import kou_mixture_moments
+
+    # Table 1 of the pseudo-extended paper, scenario (a), printed to 3 decimals
+    np.testing.assert_allclose(kou_mixture_moments("a"), [4.478, 4.905, 25.605, 33.920], atol=5e-4)
+
+
+def test_kou_mixture_is_normalised_and_refuses_unknown_scenarios():
+    import pytest
+
+    from pymc_tempering.datasets import kou_mixture_model, kou_mixture_moments
+
+    model = kou_mixture_model("b")
+    logp = model.compile_logp()
+    # log Z = 0: the density integrates to one over a grid covering all components
+    grid = np.linspace(-3.0, 13.0, 801)
+    step = grid[1] - grid[0]
+    dens = np.exp([[logp({"x": np.array([a, b])}) for b in grid] for a in grid[::4]])
+    assert abs(dens.sum() * step * step * 4 - 1.0) < 0.01
+    with pytest.raises(ValueError, match="scenario"):
+        kou_mixture_model("c")
+    with pytest.raises(ValueError, match="scenario"):
+        kou_mixture_moments("c")

@@ -1,13 +1,9 @@
 """Pseudo-extended MCMC: the extended model exactly, then weights, moments and evidence by sampling."""
 
-import json
-from importlib.resources import files
 
 import numpy as np
-import pandas as pd
 import pymc as pm
 import pytensor
-import pytensor.tensor as pt
 import pytest
 import xarray as xr
 from arviz_stats.base.array import array_stats
@@ -18,6 +14,7 @@ from targets import conjugate_normal
 from test_target import reference_logp
 
 import pymc_tempering as pmt
+from pymc_tempering.datasets import kou_mixture_model, kou_mixture_moments
 from pymc_tempering.estimators import log_marginal_likelihood_pe
 from pymc_tempering.transforms.pseudo_extended import pe_log_weights
 
@@ -306,28 +303,9 @@ def test_bimodal_sample_pe_finds_both_modes_with_right_weights():
     assert "not identified" in idata.attrs["log_marginal_likelihood_note"]
 
 
-def kou_model(scenario):
-    """The 20-component bivariate mixture of Kou, Zhou & Wong (2006), normalised: log Z = 0."""
-    comp = pd.read_csv(files("pymc_tempering").joinpath("data/kou_mixture_components.csv"))
-    mu = comp[["mu1", "mu2"]].to_numpy()
-    w = comp["w_a" if scenario == "a" else "w_b_normalised"].to_numpy()
-    var = comp["var_a" if scenario == "a" else "var_b"].to_numpy()
-    with pm.Model() as model:
-        x = pm.Flat("x", shape=2, initval=np.array([0.5, 0.5]))
-        d2 = pt.sum((x[None, :] - mu) ** 2, axis=1)
-        pm.Potential("mixture", pt.logsumexp(np.log(w) - np.log(2 * np.pi * var) - d2 / (2 * var)))
-    return model
-
-
-def kou_exact(scenario):
-    with files("pymc_tempering").joinpath("data/kou_mixture_exact_moments.json").open() as fh:
-        exact = json.load(fh)[scenario]
-    return np.array([exact[k] for k in ("E_x1", "E_x2", "E_x1sq", "E_x2sq")])
-
-
 def _check_kou(scenario, n_pseudo, draws, seed):
     idata = pmt.sample_pe(
-        n_pseudo, draws=draws, tune=1000, model=kou_model(scenario), random_seed=seed,
+        n_pseudo, draws=draws, tune=1000, model=kou_mixture_model(scenario), random_seed=seed,
         progressbar=False,
     )
     x = idata["posterior"]["x"]
@@ -339,7 +317,7 @@ def _check_kou(scenario, n_pseudo, draws, seed):
     w = np.exp(idata["sample_stats"]["log_weight"].values)
     h = np.einsum("cdi,cdik->cdk", w, idata["posterior"]["moments"].values)
     ess = [array_stats.ess(h[..., k], chain_axis=0, draw_axis=1, method="mean") for k in range(4)]
-    truth = kou_exact(scenario)
+    truth = kou_mixture_moments(scenario)
     est, mcse = summary["mean"].values, summary["mcse_mean"].values
     print(f"\nkou {scenario} N={n_pseudo}: est {np.round(est, 3)} truth {np.round(truth, 3)} mcse {np.round(mcse, 3)} ess {np.round(ess)}")
     assert min(ess) > 50, ess  # enough effective draws to trust the standard errors
