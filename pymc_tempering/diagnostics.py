@@ -75,6 +75,11 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
     - ``ess_weights``: Kish's effective sample size of the importance weights.
     - ``pareto_khat``: Pareto k-hat of the weights from arviz-stats' PSIS (``psislw``); a
       problem above 0.7.
+    - ``divergences``: NUTS transitions that diverged after tuning (``sample_stats.diverging``);
+      a problem when there is any, as in PyMC. A divergence marks a region the sampler could not
+      enter, such as a funnel, and missing mass biases the log marginal likelihood low while its
+      standard error stays small (on the non-centred radon model, 1700 divergences in 10,000
+      draws came with an estimate 0.18 nats low, 0.7 of its standard error).
     - ``chains_log_z_chi2_p``: the p-value of the per-chain log Z estimates agreeing within
       their standard errors (chi-square with chains - 1 degrees of freedom); a problem below
       0.001.
@@ -127,6 +132,24 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
             problems.append(
                 "A chain never moved between the base and the target ends of beta: it mixes "
                 "poorly in the temperature, so the chains' estimates are not independent views."
+            )
+
+    if stats_ is not None and "diverging" in stats_:
+        diverging = stats_["diverging"].transpose("chain", "draw").values.astype(bool)
+        n_div = int(diverging.sum())
+        add("divergences", n_div, "0", n_div == 0, "NUTS divergent transitions after tuning")
+        if n_div:
+            where = ""
+            if posterior is not None and INVERSE_TEMPERATURE in posterior:
+                beta = posterior[INVERSE_TEMPERATURE].transpose("chain", "draw").values
+                where = f", at a median beta of {np.median(beta[diverging]):.2f}"
+            problems.append(
+                f"{n_div} of {diverging.size} transitions diverged{where}: NUTS could not enter "
+                "part of the tempered density, so the estimates miss its mass there (the log "
+                "marginal likelihood comes out low, with a standard error that does not show "
+                "it). Divergences near beta = 1 come from the model's own geometry: "
+                "reparameterise it (centred or non-centred groups) as you would for pm.sample. "
+                "Elsewhere, raise target_accept."
             )
 
     if stats_ is not None and "log_weight" in stats_ and stats_["log_weight"].ndim == 2:
