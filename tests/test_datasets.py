@@ -1,6 +1,7 @@
 """The shipped data and the radon model built on it."""
 
 import numpy as np
+import pytest
 from pymc_tempering.datasets import load_radon, radon_model
 
 
@@ -108,3 +109,16 @@ def test_radon_log_marginal_likelihood_quadrature_converged():
     )
     assert abs(finer - value) < 1e-6
     assert abs(wider - value) < 1e-6
+
+
+def test_radon_model_non_centres_the_groups_asked_for():
+    names = {
+        arg: sorted(rv.name for rv in radon_model(non_centered=arg).free_RVs if rv.name[0] in "ab")
+        for arg in (False, True, "alpha", ("beta",))
+    }
+    assert names[False] == ["alpha", "beta"]
+    assert names[True] == ["alpha_offset", "beta_offset"]
+    assert names["alpha"] == ["alpha_offset", "beta"]
+    assert names[("beta",)] == ["alpha", "beta_offset"]
+    with pytest.raises(ValueError, match="non_centered"):
+        radon_model(non_centered="gamma")
