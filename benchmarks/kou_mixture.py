@@ -23,8 +23,9 @@ Methods
     the box [0, 10]^2 that holds the modes; the model has no prior to fit a base from) and the
     default importance-sampling ``log_zeta``.
 
-Every run: 4 chains, ``--tune`` tuning and ``--draws`` kept draws per chain, initial point
-(0.5, 0.5) plus PyMC's jitter (the paper draws it from [0, 1]^2). The paper runs 20 seeds of one
+Every run: ``--chains`` chains (default 4), ``--tune`` tuning and ``--draws`` kept draws per
+chain, initial point (0.5, 0.5) plus PyMC's jitter (the paper draws it from [0, 1]^2);
+``--target-accept`` and ``--nuts-sampler`` go to ``pm.sample``. The paper runs 20 seeds of one
 chain of 50,000 draws; the defaults here are smaller (see ``docs/benchmarks.md`` for what was
 run). Wall time includes compilation and tuning, on whatever machine runs it: compare methods
 within one run only.
@@ -63,9 +64,12 @@ def _moments(values: np.ndarray, log_weight: np.ndarray | None) -> np.ndarray:
     return (w[:, None] * feats.reshape(-1, 4)).sum(axis=0) / w.sum()
 
 
-def run_one(scenario: str, method: str, seed: int, draws: int, tune: int) -> tuple[np.ndarray, float]:
+def run_one(
+    scenario: str, method: str, seed: int, draws: int, tune: int, chains: int = 4, **sample_kwargs
+) -> tuple[np.ndarray, float]:
     model = kou_mixture_model(scenario)
-    kwargs = dict(draws=draws, tune=tune, chains=4, random_seed=seed, progressbar=False)
+    kwargs = dict(draws=draws, tune=tune, chains=chains, random_seed=seed, progressbar=False,
+                  **sample_kwargs)
     start = time.perf_counter()
     if method == "nuts":
         idata = pm.sample(model=model, **kwargs)
@@ -91,9 +95,15 @@ def main(argv=None):
     parser.add_argument("--tune", type=int, default=1000)
     parser.add_argument("--methods", nargs="+", default=list(METHODS))
     parser.add_argument("--scenarios", nargs="+", default=["a", "b"])
+    parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--target-accept", type=float, default=None,
+                        help="passed to pm.sample (default: each method's own)")
+    parser.add_argument("--nuts-sampler", default=None, help="passed to pm.sample")
     parser.add_argument("--out", default=str(RESULTS / "kou_mixture.json"))
     args = parser.parse_args(argv)
     logging.getLogger("pymc").setLevel(logging.ERROR)
+    sample_kwargs = {k: v for k, v in (("target_accept", args.target_accept),
+                                       ("nuts_sampler", args.nuts_sampler)) if v is not None}
 
     results = {"settings": vars(args), "scenarios": {}}
     for scenario in args.scenarios:
@@ -102,7 +112,8 @@ def main(argv=None):
         for method in args.methods:
             ests, times = [], []
             for seed in range(args.seeds):
-                est, elapsed = run_one(scenario, method, 1000 + seed, args.draws, args.tune)
+                est, elapsed = run_one(scenario, method, 1000 + seed, args.draws, args.tune,
+                                       args.chains, **sample_kwargs)
                 ests.append(est)
                 times.append(elapsed)
             ests = np.array(ests)
