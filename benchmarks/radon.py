@@ -12,7 +12,8 @@ the call does: base fits, compilation, tuning, sampling):
 ``ct-nutpie``, ``ct-pymc``, ``ct-numpyro``
     :func:`pymc_tempering.sample_ct` with ``nuts_sampler`` set to each installed NUTS backend
     (blackjax is left out: ``pm.sample(nuts_sampler="blackjax")`` fails upstream in PyMC 6.4),
-    mixture base, ``--ct-bootstrap`` bootstrap rounds (default 2), 4 chains x ``--ct-draws``
+    mixture base, ``--ct-bootstrap`` bootstrap rounds (default 2), ``--ct-target-accept``
+    (default: the backend's), 4 chains x ``--ct-draws``
     draws (default 2500, the paper's run length; with 1000 the estimates came out 0.37 nats low
     on average, see ``docs/benchmarks.md``).
 ``smc`` (and ``smc-DRAWS``)
@@ -80,6 +81,7 @@ def run_one(model, method: str, seed: int, args, base=None) -> dict:
             idata = pmt.sample_ct(
                 draws=args.ct_draws, bootstrap=args.ct_bootstrap, nuts_sampler=method[3:],
                 base=base, random_seed=seed, progressbar=False,
+                **({} if args.ct_target_accept is None else {"target_accept": args.ct_target_accept}),
             )
             lml = pmt.log_marginal_likelihood(idata)
             est, se = lml.estimate, lml.standard_error
@@ -163,6 +165,8 @@ def main(argv=None):
                         help=f"any of {', '.join(METHODS)}, or smc-DRAWS (SMC with DRAWS draws)")
     parser.add_argument("--ct-draws", type=int, default=2500)
     parser.add_argument("--ct-bootstrap", type=int, default=2)
+    parser.add_argument("--ct-target-accept", type=float, default=None,
+                        help="target_accept for sample_ct (default: the backend's)")
     parser.add_argument("--fixed-base-seed", type=int, default=None,
                         help="fit one mixture base with this seed for every sample_ct run")
     parser.add_argument("--smc-draws", type=int, default=2000)
