@@ -38,3 +38,20 @@ def test_diagnose_flags_divergences_and_says_where():
     flagged = run(diverging)
     assert flagged.checks.loc["divergences", "value"] == 5 and not flagged.ok
     assert "5 of 200 transitions diverged, at a median beta of 0.97" in flagged.problems[0]
+
+
+def test_diagnose_reads_pseudo_extended_results():
+    """One inverse temperature per pseudo-sample: the two-ends checks are skipped, not crashed on."""
+    rng = np.random.default_rng(3)
+    dims = ("chain", "draw", "pseudo_sample")
+    log_weight = np.log(rng.dirichlet([1.0, 1.0], size=(2, 50)))
+    tree = DataTree.from_dict({
+        "/posterior": xr.Dataset({"inverse_temperature": (dims, rng.uniform(size=(2, 50, 2)))}),
+        "/sample_stats": xr.Dataset({
+            "diverging": (("chain", "draw"), np.eye(2, 50, dtype=bool)),
+            "log_weight": (dims, log_weight),
+        }),
+    })
+    diagnosis = diagnose(tree)
+    assert list(diagnosis.checks.index) == ["divergences"]
+    assert diagnosis.problems[0].startswith("2 of 100 transitions diverged: NUTS")
