@@ -237,17 +237,16 @@ def summarise(rows: list[dict], settings: dict) -> dict:
             "mean_reported_se": float(np.nanmean([r["se"] for r in sel])),
             "median_seconds": float(np.median([r["seconds"] for r in sel])),
         }
-        if ref is not None:
-            err = est - ref["log_z"]
-            summary[method]["rmse_vs_reference"] = float(np.sqrt(np.mean(err**2)))
-            summary[method]["max_abs_error"] = float(np.max(np.abs(err)))
-            summary[method]["within_0.2"] = int(np.sum(np.abs(err) <= 0.2))
-            se = np.array([r["se"] for r in sel])
-            if np.all(np.isfinite(se)):
-                # errors in units of the reported standard error: sd about 1 when it is honest
-                z = err / se
-                summary[method]["z_rms"] = float(np.sqrt(np.mean(z**2)))
-                summary[method]["z_max_abs"] = float(np.max(np.abs(z)))
+        err = est - ref["log_z"]
+        summary[method]["rmse_vs_reference"] = float(np.sqrt(np.mean(err**2)))
+        summary[method]["max_abs_error"] = float(np.max(np.abs(err)))
+        summary[method]["within_0.2"] = int(np.sum(np.abs(err) <= 0.2))
+        se = np.array([r["se"] for r in sel])
+        if np.all(np.isfinite(se)):
+            # errors in units of the reported standard error: sd about 1 when it is honest
+            z = err / se
+            summary[method]["z_rms"] = float(np.sqrt(np.mean(z**2)))
+            summary[method]["z_max_abs"] = float(np.max(np.abs(z)))
         if "diagnostics_ok" in sel[0]:
             summary[method]["diagnostics_ok"] = int(sum(r["diagnostics_ok"] for r in sel))
         if "divergences" in sel[0]:
