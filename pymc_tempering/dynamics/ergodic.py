@@ -32,6 +32,7 @@ from pymc.model import modelcontext
 from pymc.variational.updates import adam
 from pytensor.gradient import disconnected_grad
 from pytensor.graph.replace import vectorize_graph
+from scipy.optimize import brentq
 from xarray import DataTree
 
 from pymc_tempering.base import Base, fit_base
@@ -127,6 +128,20 @@ class _ChainGraph:
         return xs, lps, accepts
 
 
+def _stein_terms(x, score):
+    """Per-draw terms of the Stein gap: their mean is the gap of the draws ``x`` (rows).
+
+    For a target ``pi`` whose density vanishes fast enough at the edges, integration by parts
+    gives ``E_pi[(x - m) . grad log pi(x)] = -d`` for any constant ``m`` (the virial or
+    equipartition identity). The gap ``1 + mean_i[(x_i - xbar) . score_i] / d`` is therefore about
+    zero for draws of ``pi``, positive for draws that are too concentrated and negative for draws
+    that are too dispersed: for ``pi = N(m, S)`` and draws with covariance ``c S`` it is
+    ``1 - c``. ``score`` holds ``grad log pi*`` at the rows of ``x``. Works on NumPy arrays and on
+    PyTensor variables alike.
+    """
+    return 1.0 + ((x - x.mean(axis=0)) * score).sum(axis=1) / x.shape[1]
+
+
 # ---------------------------------------------------------------------------------- result
 @dataclass(eq=False)
 class ErgodicApproximation:
@@ -155,6 +170,9 @@ class ErgodicApproximation:
         Mean M-H acceptance of each transition at each iteration.
     initial_entropy : ndarray, shape (n_iterations,)
         ``H(P_0)`` at each iteration.
+    training_stein_gap : ndarray, shape (n_iterations,)
+        The Stein gap of the particles' last states at each iteration (see :meth:`stein_gap`):
+        near zero when ``P_T`` has the target's spread, positive when it is too concentrated.
     settings : dict
         Scalar settings of the fit.
     """
@@ -170,6 +188,7 @@ class ErgodicApproximation:
     expected_log_density: np.ndarray = field(repr=False)
     acceptance_rate: np.ndarray = field(repr=False)
     initial_entropy: np.ndarray = field(repr=False)
+    training_stein_gap: np.ndarray = field(repr=False)
     settings: dict = field(default_factory=dict, repr=False)
     _sampler: object = field(default=None, init=False, repr=False)
 
@@ -194,8 +213,9 @@ class ErgodicApproximation:
                 x0, eps_r, u, log_steps, log_vars, self.leapfrog_steps, stop_gradient=True
             )
             lp0 = graph.batch_logp(x0)
+            score = graph.logp_and_grad(xs[-1])[1]
             self._sampler = pm.compile(
-                [x0, eps_r, u, log_steps, log_vars], [xs[-1], lp0, lps, accepts]
+                [x0, eps_r, u, log_steps, log_vars], [xs[-1], lp0, lps, accepts, score]
             )
         return self._sampler
 
@@ -223,7 +243,11 @@ class ErgodicApproximation:
         accepted : ndarray, shape (n_steps, n)
             M-H acceptance indicators of each transition.
         """
-        rng = np.random.default_rng(random_seed)
+        x, lp, acc, _ = self._run(n, np.random.default_rng(random_seed), chunk_size, x0)
+        return x, lp, acc
+
+    def _run(self, n, rng, chunk_size=10_000, x0=None):
+        """``run_chain`` on a Generator, also returning ``grad log pi*`` at the last states."""
         fn = self._compiled_sampler()
         log_steps = np.log(self.step_size)
         log_vars = np.log(self.momentum_variance)
@@ -231,7 +255,7 @@ class ErgodicApproximation:
             x0 = np.asarray(x0, dtype=float)
             if x0.shape != (int(n), self.ndim):
                 raise ValueError(f"x0 must have shape ({int(n)}, {self.ndim}), got {x0.shape}.")
-        xs, lps, accs = [], [], []
+        out = []
         for start in range(0, int(n), int(chunk_size)):
             m = min(int(chunk_size), int(n) - start)
             if x0 is None:
@@ -241,11 +265,28 @@ class ErgodicApproximation:
                 start_states = x0[start : start + m]
             eps_r = rng.standard_normal((self.n_steps, m, self.ndim))
             u = rng.uniform(size=(self.n_steps, m))
-            x_t, lp0, lp, acc = fn(start_states, eps_r, u, log_steps, log_vars)
-            xs.append(x_t)
-            lps.append(np.concatenate([lp0[None], lp], axis=0))
-            accs.append(acc)
-        return np.concatenate(xs), np.concatenate(lps, axis=1), np.concatenate(accs, axis=1)
+            x_t, lp0, lp, acc, score = fn(start_states, eps_r, u, log_steps, log_vars)
+            out.append((x_t, np.concatenate([lp0[None], lp], axis=0), acc, score))
+        x, lp, acc, score = zip(*out)
+        return (np.concatenate(x), np.concatenate(lp, axis=1), np.concatenate(acc, axis=1),
+                np.concatenate(score))
+
+    def stein_gap(self, n: int = 10_000, random_seed=None) -> tuple[float, float]:
+        """How far ``P_T`` is from the target's spread: the Stein gap and its MCSE.
+
+        Runs the chain from ``n`` fresh draws of ``P_0`` and checks the Stein (equipartition)
+        identity ``E_pi[(x - m) . grad log pi*(x)] = -d`` at the last states. The gap
+        ``1 + mean[(x - xbar) . grad log pi*(x)] / d`` is about zero when ``P_T`` is the target, positive when ``P_T`` is too
+        concentrated, negative when it is too dispersed (for a Gaussian target, a gap ``g``
+        means covariances ``1 - g`` times the target's).
+
+        Returns
+        -------
+        gap, mcse : float
+        """
+        x, _, _, score = self._run(int(n), np.random.default_rng(random_seed))
+        per_draw = _stein_terms(x, score)
+        return float(per_draw.mean()), float(per_draw.std(ddof=1) / np.sqrt(per_draw.size))
 
     def sample(self, n: int, random_seed=None, *, chains: int = 1) -> DataTree:
         """Independent draws from ``P_T`` in the library's result layout.
@@ -316,7 +357,8 @@ def fit_ergodic(
     n_iterations: int = 1000,
     learning_rate: float = 0.01,
     stop_gradient: bool = True,
-    tune_initial: bool = True,
+    tune_initial: bool | str = True,
+    calibration_draws: int = 10_000,
     initial_step_size=(0.01, 0.025),
     n_prior_draws: int = 4000,
     random_seed=None,
@@ -326,7 +368,9 @@ def fit_ergodic(
 
     Maximises the EMLBO of eq. (4) of the ergodic-inference paper,
     ``E_{p_T}[log pi*] + E_{p_0}[log pi*] + H(P_0)``, subject to ``H(P_0) > h`` (eq. 5), by Adam
-    on reparameterised Monte Carlo gradients (eqs. 7-9) through the ``T``-step HMC chain.
+    on reparameterised Monte Carlo gradients (eqs. 7-9) through the ``T``-step HMC chain. The
+    returned parameters are the average of the iterates of the second half of the iterations
+    (Polyak-Ruppert averaging), which removes most of the jitter of a constant learning rate.
 
     Parameters
     ----------
@@ -355,8 +399,22 @@ def fit_ergodic(
     stop_gradient : bool
         Stop the gradient at the input ``x_{t-1}`` of every transition (section 3.2): much
         cheaper, and on the paper's examples as good.
-    tune_initial : bool
-        Whether to optimise ``P_0`` (``False`` keeps it fixed, as in the paper's DGM example).
+    tune_initial : True, False or "stein"
+        How ``P_0`` is tuned while the transitions maximise ``E_{p_T}[log pi*]``. ``True`` (the
+        paper): its mean and scales maximise ``ELBO(P_0)`` under eq. (5). ``False``: kept fixed
+        (section 3.3, the paper's DGM example). ``"stein"`` (beyond the paper): its mean and
+        shape are kept and one common scale is tuned so that ``P_T`` satisfies the Stein
+        identity ``E[(x - m) . grad log pi*(x)] = -d`` (see
+        :meth:`ErgodicApproximation.stein_gap`), then calibrated after training (see
+        ``calibration_draws``). The EMLBO rewards a ``P_T`` that is too concentrated (its
+        optimum is not the target); the Stein identity pins the spread of ``P_T`` down, in the
+        spirit of the authors' follow-up (Campbell et al. 2021), which picks ``P_0``'s scale by
+        a kernel Stein discrepancy. Every mode keeps ``H(P_0) >= h``.
+    calibration_draws : int
+        For ``tune_initial="stein"``: after training, the transitions are held fixed and the
+        scale of ``P_0`` is set by a root search (Brent, common random numbers) so that the Stein
+        gap of this many chains is zero. Its precision is recorded in
+        ``settings["calibration_gap_mcse"]``. ``0`` skips the calibration.
     initial_step_size : float or (low, high)
         Initial leapfrog step sizes: one value, or drawn uniformly per step from ``(low, high)``
         (the paper's default range is (0.01, 0.025)). Initial momentum variances are 1.
@@ -393,7 +451,9 @@ def fit_ergodic(
         )
     if not learning_rate > 0:
         raise ValueError(f"learning_rate must be positive, got {learning_rate}.")
-    prior_seed, init_seed, noise_seed = split_seed(random_seed, 3)
+    if tune_initial not in (True, False, "stein"):
+        raise ValueError(f"tune_initial must be True, False or 'stein', got {tune_initial!r}.")
+    prior_seed, init_seed, noise_seed, calibration_seed = split_seed(random_seed, 4)
 
     prior_base = None
     if (isinstance(initial, str) and initial == "prior") or entropy_lower_bound is None:
@@ -439,6 +499,7 @@ def fit_ergodic(
     # Shared parameters (the optimiser's state lives beside them).
     mu = pytensor.shared(mean0.copy(), name="initial_mean")
     log_sigma = pytensor.shared(np.log(std0), name="initial_log_std")
+    log_scale = pytensor.shared(np.float64(0.0), name="initial_log_scale")
     log_steps = pytensor.shared(np.log(steps0), name="log_step_size")
     log_vars = pytensor.shared(np.zeros((n_steps, d)), name="log_momentum_variance")
 
@@ -446,11 +507,13 @@ def fit_ergodic(
     eps0 = pt.matrix("eps0", dtype="float64")
     eps_r = pt.tensor3("eps_r", dtype="float64")
     u = pt.matrix("u", dtype="float64")
-    x0 = mu + pt.exp(log_sigma) * eps0
-    _, lps, accepts = graph.chain(x0, eps_r, u, log_steps, log_vars, leapfrog_steps, stop_gradient)
+    x0 = mu + pt.exp(log_sigma + log_scale) * eps0
+    xs, lps, accepts = graph.chain(x0, eps_r, u, log_steps, log_vars, leapfrog_steps, stop_gradient)
     e_log_T = pt.mean(lps[-1])
     e_log_0 = pt.mean(graph.batch_logp(x0))
-    entropy0 = 0.5 * d * _LOG_2PI_E + pt.sum(log_sigma)
+    entropy0 = 0.5 * d * _LOG_2PI_E + pt.sum(log_sigma) + d * log_scale
+    x_last = disconnected_grad(xs[-1])
+    gap = pt.mean(_stein_terms(x_last, graph.logp_and_grad(x_last)[1]))
     objective = e_log_T + e_log_0 + entropy0  # the EMLBO, eq. (4)
     if stop_gradient:
         # Section 3.2: the gradient stops at the input x_{t-1} of every transition, so the
@@ -462,15 +525,30 @@ def fit_ergodic(
     else:
         surrogate = objective  # the exact gradient of eq. (4), back-propagated through the chain
 
-    params = [log_steps, log_vars] + ([mu, log_sigma] if tune_initial else [])
-    outputs = [objective, e_log_T, pt.mean(accepts, axis=1), entropy0]
-    updates = adam(-surrogate, params, learning_rate=learning_rate) if n_iterations else {}
-    if tune_initial and n_iterations:
+    phi = [log_steps, log_vars]
+    grads = list(pt.grad(-surrogate, phi))
+    if tune_initial == "stein":
+        initial_params = [log_scale]
+        # Not a gradient: the direction that drives the Stein gap of P_T to zero (a positive gap,
+        # P_T too concentrated, widens P_0), a Robbins-Monro root search run by Adam.
+        grads.append(-gap)
+    elif tune_initial:
+        initial_params = [mu, log_sigma]
+        grads.extend(pt.grad(-surrogate, initial_params))
+    else:
+        initial_params = []
+    outputs = [objective, e_log_T, pt.mean(accepts, axis=1), entropy0, gap]
+    updates = (
+        adam(grads, phi + initial_params, learning_rate=learning_rate) if n_iterations else {}
+    )
+    if initial_params and n_iterations:
         # Eq. (5): leave P_0 unchanged when the step would take H(P_0) below h.
-        new_entropy = 0.5 * d * _LOG_2PI_E + pt.sum(updates[log_sigma])
+        new_entropy = 0.5 * d * _LOG_2PI_E + pt.sum(
+            updates.get(log_sigma, log_sigma)
+        ) + d * updates.get(log_scale, log_scale)
         keep = pt.ge(new_entropy, h)
-        updates[mu] = pt.switch(keep, updates[mu], mu)
-        updates[log_sigma] = pt.switch(keep, updates[log_sigma], log_sigma)
+        for p_ in initial_params:
+            updates[p_] = pt.switch(keep, updates[p_], p_)
     train = pm.compile([eps0, eps_r, u], outputs, updates=updates) if n_iterations else None
 
     rng = np.random.default_rng(noise_seed)
@@ -478,10 +556,15 @@ def fit_ergodic(
     hist_elog = np.full(n_iterations, np.nan)
     hist_acc = np.full((n_iterations, n_steps), np.nan)
     hist_ent = np.full(n_iterations, np.nan)
+    hist_gap = np.full(n_iterations, np.nan)
+    # Polyak-Ruppert averaging: the fit returns the mean of the iterates of the second half.
+    params = phi + initial_params
+    n_average = n_iterations - n_iterations // 2
+    sums = [np.zeros_like(p_.get_value()) for p_ in params]
     loop_start = time.perf_counter()
     with progress_bar(n_iterations, "Ergodic inference", progressbar and n_iterations > 0) as advance:
         for i in range(n_iterations):
-            obj, elog, acc, ent = train(
+            obj, elog, acc, ent, gap_i = train(
                 rng.standard_normal((n_particles, d)),
                 rng.standard_normal((n_steps, n_particles, d)),
                 rng.uniform(size=(n_steps, n_particles)),
@@ -495,23 +578,22 @@ def fit_ergodic(
                     "inside the support."
                 )
             hist_obj[i], hist_elog[i], hist_acc[i], hist_ent[i] = obj, elog, acc, ent
+            hist_gap[i] = gap_i
+            if i >= n_iterations - n_average:
+                for p_, total in zip(params, sums):
+                    total += p_.get_value()
             advance()
 
     loop_seconds = time.perf_counter() - loop_start
-    settings = {
-        # wall time of the optimisation loop alone (no compilation), per iteration
-        "seconds_per_iteration": loop_seconds / n_iterations if n_iterations else float("nan"),
-        "n_particles": n_particles,
-        "n_iterations": n_iterations,
-        "learning_rate": float(learning_rate),
-        "stop_gradient": bool(stop_gradient),
-        "tune_initial": bool(tune_initial),
-        "entropy_lower_bound_source": bound_source,
-    }
-    return ErgodicApproximation(
+    for p_, total in zip(params, sums):
+        if n_average:
+            p_.set_value(total / n_average)
+    approx = ErgodicApproximation(
         target=target,
         initial_mean=np.asarray(mu.get_value(), dtype=float),
-        initial_std=np.exp(np.asarray(log_sigma.get_value(), dtype=float)),
+        initial_std=np.exp(
+            np.asarray(log_sigma.get_value(), dtype=float) + float(log_scale.get_value())
+        ),
         step_size=np.exp(np.asarray(log_steps.get_value(), dtype=float)),
         momentum_variance=np.exp(np.asarray(log_vars.get_value(), dtype=float)),
         leapfrog_steps=leapfrog_steps,
@@ -520,5 +602,63 @@ def fit_ergodic(
         expected_log_density=hist_elog,
         acceptance_rate=hist_acc,
         initial_entropy=hist_ent,
-        settings=settings,
+        training_stein_gap=hist_gap,
     )
+    if tune_initial == "stein" and calibration_draws:
+        scale, gap_mcse = _calibrate_scale(approx, int(calibration_draws), calibration_seed)
+        approx.initial_std = approx.initial_std * scale
+        approx.settings["calibration_scale"] = scale
+        approx.settings["calibration_gap_mcse"] = gap_mcse
+    approx.settings.update({
+        # wall time of the optimisation loop alone (no compilation), per iteration
+        "seconds_per_iteration": loop_seconds / n_iterations if n_iterations else float("nan"),
+        "n_particles": n_particles,
+        "n_iterations": n_iterations,
+        "learning_rate": float(learning_rate),
+        "stop_gradient": bool(stop_gradient),
+        "tune_initial": tune_initial,
+        "calibration_draws": int(calibration_draws) if tune_initial == "stein" else 0,
+        "entropy_lower_bound_source": bound_source,
+    })
+    return approx
+
+
+def _calibrate_scale(approx: ErgodicApproximation, n: int, seed) -> float:
+    """The factor on ``P_0``'s standard deviations that zeroes the Stein gap of ``P_T``.
+
+    Returns the factor and the Monte Carlo standard error of the gap at it (the precision of
+    the calibration).
+
+    The tuned transitions are held fixed; the gap of ``n`` chains is a function of the factor
+    ``c`` alone when every evaluation reuses the same noise (common random numbers), and
+    Brent's method finds its root in ``log c``. The factor never takes ``H(P_0)`` below the
+    bound ``h``: if the gap is negative (``P_T`` too dispersed) even there, the bound is kept.
+    """
+    d = approx.ndim
+    rng = np.random.default_rng(seed)
+    eps0 = rng.standard_normal((n, d))
+    chain_seed = int(rng.integers(2**63))
+    h0 = gaussian_entropy(approx.initial_std**2)
+    lowest = (approx.entropy_lower_bound - h0) / d  # log c at the bound (<= 0)
+
+    def terms(log_c):
+        x0 = approx.initial_mean + np.exp(log_c) * approx.initial_std * eps0
+        x, _, _, score = approx._run(n, np.random.default_rng(chain_seed), x0=x0)
+        return _stein_terms(x, score)
+
+    def gap(log_c):
+        return float(np.mean(terms(log_c)))
+
+    if gap(lowest) > 0:
+        high = max(lowest, 0.0) + 0.25
+        while gap(high) > 0:
+            if high > 5.0:
+                raise ValueError(
+                    "Calibrating the scale of P_0: the last state of the tuned chain stays too "
+                    f"concentrated even with P_0 {np.exp(high):.3g} times wider. Use more "
+                    "n_iterations, a longer chain (n_steps) or tune_initial=True."
+                )
+            lowest, high = high, high + 0.5
+        lowest = brentq(gap, lowest, high, xtol=1e-3)
+    at_root = terms(lowest)
+    return float(np.exp(lowest)), float(np.std(at_root, ddof=1) / np.sqrt(n))
