@@ -561,7 +561,7 @@ def fit_ergodic(
     params = phi + initial_params
     n_average = n_iterations - n_iterations // 2
     sums = [np.zeros_like(p_.get_value()) for p_ in params]
-    loop_start = time.perf_counter()
+    loop_start = None
     with progress_bar(n_iterations, "Ergodic inference", progressbar and n_iterations > 0) as advance:
         for i in range(n_iterations):
             obj, elog, acc, ent, gap_i = train(
@@ -579,12 +579,15 @@ def fit_ergodic(
                 )
             hist_obj[i], hist_elog[i], hist_acc[i], hist_ent[i] = obj, elog, acc, ent
             hist_gap[i] = gap_i
+            if i == 0:  # the first call may still compile (Scan builds its inner code lazily)
+                loop_start = time.perf_counter()
             if i >= n_iterations - n_average:
                 for p_, total in zip(params, sums):
                     total += p_.get_value()
             advance()
 
-    loop_seconds = time.perf_counter() - loop_start
+    timed = n_iterations - 1
+    loop_seconds = time.perf_counter() - loop_start if timed > 0 else float("nan")
     for p_, total in zip(params, sums):
         if n_average:
             p_.set_value(total / n_average)
@@ -610,8 +613,9 @@ def fit_ergodic(
         approx.settings["calibration_scale"] = scale
         approx.settings["calibration_gap_mcse"] = gap_mcse
     approx.settings.update({
-        # wall time of the optimisation loop alone (no compilation), per iteration
-        "seconds_per_iteration": loop_seconds / n_iterations if n_iterations else float("nan"),
+        # wall time per iteration of the optimisation loop after its first iteration (no
+        # compilation)
+        "seconds_per_iteration": loop_seconds / timed if timed > 0 else float("nan"),
         "n_particles": n_particles,
         "n_iterations": n_iterations,
         "learning_rate": float(learning_rate),
