@@ -21,6 +21,7 @@ density from :class:`~pymc_tempering.Target` vectorised over particles with
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -140,6 +141,12 @@ def _stein_terms(x, score):
     PyTensor variables alike.
     """
     return 1.0 + ((x - x.mean(axis=0)) * score).sum(axis=1) / x.shape[1]
+
+
+def _mean_and_se(values) -> tuple[float, float]:
+    """Mean of independent values and its standard error."""
+    values = np.asarray(values, dtype=float)
+    return float(values.mean()), float(values.std(ddof=1) / np.sqrt(values.size))
 
 
 # ---------------------------------------------------------------------------------- result
@@ -276,17 +283,16 @@ class ErgodicApproximation:
 
         Runs the chain from ``n`` fresh draws of ``P_0`` and checks the Stein (equipartition)
         identity ``E_pi[(x - m) . grad log pi*(x)] = -d`` at the last states. The gap
-        ``1 + mean[(x - xbar) . grad log pi*(x)] / d`` is about zero when ``P_T`` is the target, positive when ``P_T`` is too
-        concentrated, negative when it is too dispersed (for a Gaussian target, a gap ``g``
-        means covariances ``1 - g`` times the target's).
+        ``1 + mean[(x - xbar) . grad log pi*(x)] / d`` is about zero when ``P_T`` is the
+        target, positive when ``P_T`` is too concentrated, negative when it is too dispersed
+        (for a Gaussian target, a gap ``g`` means covariances ``1 - g`` times the target's).
 
         Returns
         -------
         gap, mcse : float
         """
         x, _, _, score = self._run(int(n), np.random.default_rng(random_seed))
-        per_draw = _stein_terms(x, score)
-        return float(per_draw.mean()), float(per_draw.std(ddof=1) / np.sqrt(per_draw.size))
+        return _mean_and_se(_stein_terms(x, score))
 
     def sample(self, n: int, random_seed=None, *, chains: int = 1) -> DataTree:
         """Independent draws from ``P_T`` in the library's result layout.
@@ -526,17 +532,15 @@ def fit_ergodic(
         surrogate = objective  # the exact gradient of eq. (4), back-propagated through the chain
 
     phi = [log_steps, log_vars]
-    grads = list(pt.grad(-surrogate, phi))
     if tune_initial == "stein":
         initial_params = [log_scale]
-        # Not a gradient: the direction that drives the Stein gap of P_T to zero (a positive gap,
-        # P_T too concentrated, widens P_0), a Robbins-Monro root search run by Adam.
-        grads.append(-gap)
-    elif tune_initial:
-        initial_params = [mu, log_sigma]
-        grads.extend(pt.grad(-surrogate, initial_params))
+        # Not a gradient for log_scale: the direction that drives the Stein gap of P_T to zero
+        # (a positive gap, P_T too concentrated, widens P_0), a Robbins-Monro root search run
+        # by Adam.
+        grads = [*pt.grad(-surrogate, phi), -gap]
     else:
-        initial_params = []
+        initial_params = [mu, log_sigma] if tune_initial else []
+        grads = pt.grad(-surrogate, phi + initial_params)  # one backward pass for all
     outputs = [objective, e_log_T, pt.mean(accepts, axis=1), entropy0, gap]
     updates = (
         adam(grads, phi + initial_params, learning_rate=learning_rate) if n_iterations else {}
@@ -627,7 +631,7 @@ def fit_ergodic(
     return approx
 
 
-def _calibrate_scale(approx: ErgodicApproximation, n: int, seed) -> float:
+def _calibrate_scale(approx: ErgodicApproximation, n: int, seed) -> tuple[float, float]:
     """The factor on ``P_0``'s standard deviations that zeroes the Stein gap of ``P_T``.
 
     Returns the factor and the Monte Carlo standard error of the gap at it (the precision of
@@ -645,13 +649,14 @@ def _calibrate_scale(approx: ErgodicApproximation, n: int, seed) -> float:
     h0 = gaussian_entropy(approx.initial_std**2)
     lowest = (approx.entropy_lower_bound - h0) / d  # log c at the bound (<= 0)
 
+    @functools.cache  # brentq re-evaluates the bracket ends; each evaluation runs n chains
     def terms(log_c):
         x0 = approx.initial_mean + np.exp(log_c) * approx.initial_std * eps0
         x, _, _, score = approx._run(n, np.random.default_rng(chain_seed), x0=x0)
         return _stein_terms(x, score)
 
     def gap(log_c):
-        return float(np.mean(terms(log_c)))
+        return float(np.mean(terms(float(log_c))))
 
     if gap(lowest) > 0:
         high = max(lowest, 0.0) + 0.25
@@ -664,5 +669,4 @@ def _calibrate_scale(approx: ErgodicApproximation, n: int, seed) -> float:
                 )
             lowest, high = high, high + 0.5
         lowest = brentq(gap, lowest, high, xtol=1e-3)
-    at_root = terms(lowest)
-    return float(np.exp(lowest)), float(np.std(at_root, ddof=1) / np.sqrt(n))
+    return float(np.exp(lowest)), _mean_and_se(terms(float(lowest)))[1]
