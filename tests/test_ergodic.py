@@ -255,3 +255,6 @@ def test_unknown_tune_initial_is_an_error():
     with pytest.raises(ValueError, match="tune_initial"):
         fit_ergodic(gaussian_target(), initial=P0, tune_initial="ksd", n_iterations=1,
                     progressbar=False)
+    with pytest.raises(ValueError, match="calibration_draws"):
+        fit_ergodic(gaussian_target(), initial=P0, tune_initial="stein", calibration_draws=-5,
+                    n_iterations=1, progressbar=False)

@@ -459,6 +459,13 @@ def fit_ergodic(
         raise ValueError(f"learning_rate must be positive, got {learning_rate}.")
     if tune_initial not in (True, False, "stein"):
         raise ValueError(f"tune_initial must be True, False or 'stein', got {tune_initial!r}.")
+    if int(calibration_draws) != calibration_draws or not (
+        calibration_draws == 0 or calibration_draws >= 2
+    ):
+        raise ValueError(
+            f"calibration_draws must be 0 (no calibration) or an integer >= 2, got "
+            f"{calibration_draws!r}."
+        )
     prior_seed, init_seed, noise_seed, calibration_seed = split_seed(random_seed, 4)
 
     prior_base = None
