@@ -43,6 +43,9 @@ class Base:
         How the base was made.
     diagonal : bool
         Whether the covariance is diagonal (the log density then costs O(ndim)).
+    scale_tril : ndarray, shape (ndim, ndim)
+        Lower Cholesky factor ``L`` of ``cov``: ``x = mean + L z`` maps whitened coordinates
+        ``z ~ N(0, I)`` to the base (:meth:`unwhiten`).
     """
 
     mean: np.ndarray
@@ -50,7 +53,7 @@ class Base:
     log_zeta: float | None = None
     method: str = "moments"
     diagonal: bool = False
-    _scale_tril: np.ndarray = field(init=False, repr=False)
+    scale_tril: np.ndarray = field(init=False, repr=False)
     _precision_tril: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self):
@@ -83,7 +86,7 @@ class Base:
             ("mean", mean),
             ("cov", cov),
             ("diagonal", diagonal),
-            ("_scale_tril", scale_tril),
+            ("scale_tril", scale_tril),
             ("_precision_tril", precision_tril),
             ("log_zeta", None if self.log_zeta is None else float(self.log_zeta)),
         ]:
@@ -121,7 +124,7 @@ class Base:
         z = (x - self.mean) @ self._precision_tril.T
         return (
             -0.5 * np.sum(z**2, axis=-1)
-            - np.sum(np.log(np.diag(self._scale_tril)))
+            - np.sum(np.log(np.diag(self.scale_tril)))
             - 0.5 * self.ndim * _LOG_2PI
         )
 
@@ -148,7 +151,7 @@ class Base:
                 raise ValueError(
                     f"The pieces have {sum(sizes)} elements; the base has {self.ndim}."
                 )
-        const = -np.sum(np.log(np.diag(self._scale_tril))) - 0.5 * self.ndim * _LOG_2PI
+        const = -np.sum(np.log(np.diag(self.scale_tril))) - 0.5 * self.ndim * _LOG_2PI
         if not self.diagonal:
             flat = pt.concatenate([p.ravel() for p in pieces]) if len(pieces) > 1 else pieces[0]
             z = pt.dot(pt.constant(self._precision_tril), flat.ravel() - self.mean)
@@ -161,11 +164,14 @@ class Base:
             start += size
         return -0.5 * quad + const
 
+    def unwhiten(self, z) -> np.ndarray:
+        """Map whitened coordinates ``z`` (``..., ndim``) to the flat space: ``mean + L z``."""
+        return self.mean + np.asarray(z, dtype=float) @ self.scale_tril.T
+
     def sample(self, n: int, random_seed=None) -> np.ndarray:
         """``n`` independent draws, shape ``(n, ndim)``."""
         rng = np.random.default_rng(random_seed)
-        eps = rng.standard_normal((int(n), self.ndim))
-        return self.mean + eps @ self._scale_tril.T
+        return self.unwhiten(rng.standard_normal((int(n), self.ndim)))
 
 
 def check_base(target: Target, base: Base) -> None:
@@ -446,3 +452,32 @@ def estimate_log_zeta(target: Target, base: Base, n: int = 1000, random_seed=Non
             stacklevel=2,
         )
     return float(logsumexp(log_ratio) - np.log(n))
+
+
+def prepare_base(model, base, log_zeta, random_seed, progressbar):
+    """The set-up shared by every method that bridges to a base (CT, Gibbs CT, AIS, ST).
+
+    Checks the model, fits a mixture base when none is given, and chooses ``log_zeta`` (see
+    :func:`~pymc_tempering.sample_ct`).
+
+    Returns
+    -------
+    target : Target
+    base : Base
+    log_zeta : float
+    sample_seed : int or None
+        The seed left for the sampler.
+    """
+    model = modelcontext(model)
+    target = Target(model)
+    fit_seed, zeta_seed, sample_seed = split_seed(random_seed, 3)
+    if base is None:
+        base = fit_base(model, method="mixture", random_seed=fit_seed, progressbar=progressbar)
+    check_base(target, base)
+    if log_zeta is None:
+        # Both the ELBO and the importance-sampling estimate are (stochastic) lower bounds on
+        # log Z; the tighter one keeps beta from piling up at 1 (section 6 of the paper).
+        log_zeta = estimate_log_zeta(target, base, random_seed=zeta_seed)
+        if base.log_zeta is not None:
+            log_zeta = max(log_zeta, base.log_zeta)
+    return target, base, float(log_zeta), sample_seed

@@ -38,6 +38,21 @@ TEMPERATURE_CONTROL = "temperature_control"
 # The dimension of pseudo-samples (pseudo-extended MCMC) in the posterior and in log_weight.
 PSEUDO_SAMPLE = "pseudo_sample"
 METHOD_VARIABLES = frozenset({INVERSE_TEMPERATURE, TEMPERATURE_CONTROL})
+# Stats every result's sample_stats holds (ArviZ's schema names), and the names other
+# samplers give them (nutpie's).
+REQUIRED_STATS = ("diverging", "acceptance_rate", "lp")
+_STAT_ALIASES = {"acceptance_rate": "mean_tree_accept", "lp": "logp"}
+
+
+def _schema_stats(stats: xr.Dataset, method: str) -> xr.Dataset:
+    """Add ArviZ's names for stats a sampler calls otherwise; refuse a result missing one."""
+    for name, alias in _STAT_ALIASES.items():
+        if name not in stats and alias in stats:
+            stats[name] = stats[alias]
+    missing = [name for name in REQUIRED_STATS if name not in stats]
+    if missing:
+        raise ValueError(f"The {method} sampler recorded no {missing} (every result needs them).")
+    return stats
 
 
 def _model_data_groups(target: Target) -> dict[str, xr.Dataset]:
@@ -91,7 +106,8 @@ def build_result(
     method : str
         The method's name, stored in ``attrs["method"]``.
     log_weight : ndarray, shape (chain, draw[, ...]), optional
-        Unnormalised log importance weights of the draws.
+        Unnormalised log importance weights of the draws. Default zeros: every draw weighs
+        the same.
     log_marginal_likelihood : (estimate, standard_error, per_chain), optional
     attrs : dict, optional
         Further scalar settings for the root ``attrs``.
@@ -115,22 +131,24 @@ def build_result(
 
     stats = sampled["sample_stats"].to_dataset() if "sample_stats" in sampled else xr.Dataset()
     chain_draw = {"chain": posterior["chain"], "draw": posterior["draw"]}
-    if log_weight is not None:
-        log_weight = np.asarray(log_weight, dtype=float)
-        if log_weight_dims is None:
-            extra_dims = [f"log_weight_dim_{i}" for i in range(log_weight.ndim - 2)]
-        else:
-            extra_dims = list(log_weight_dims)
-            if len(extra_dims) != log_weight.ndim - 2:
-                raise ValueError(
-                    f"log_weight has {log_weight.ndim - 2} dims after (chain, draw) but "
-                    f"log_weight_dims names {len(extra_dims)}."
-                )
-        weight_coords = dict(chain_draw)
-        weight_coords.update({d: posterior[d] for d in extra_dims if d in posterior.coords})
-        stats["log_weight"] = xr.DataArray(
-            log_weight, dims=["chain", "draw", *extra_dims], coords=weight_coords
-        )
+    if log_weight is None:
+        log_weight = np.zeros((posterior.sizes["chain"], posterior.sizes["draw"]))
+        log_weight_dims = []
+    log_weight = np.asarray(log_weight, dtype=float)
+    if log_weight_dims is None:
+        extra_dims = [f"log_weight_dim_{i}" for i in range(log_weight.ndim - 2)]
+    else:
+        extra_dims = list(log_weight_dims)
+        if len(extra_dims) != log_weight.ndim - 2:
+            raise ValueError(
+                f"log_weight has {log_weight.ndim - 2} dims after (chain, draw) but "
+                f"log_weight_dims names {len(extra_dims)}."
+            )
+    weight_coords = dict(chain_draw)
+    weight_coords.update({d: posterior[d] for d in extra_dims if d in posterior.coords})
+    stats["log_weight"] = xr.DataArray(
+        log_weight, dims=["chain", "draw", *extra_dims], coords=weight_coords
+    )
     root_attrs = {"method": method}
     if log_marginal_likelihood is not None:
         estimate, se, per_chain = log_marginal_likelihood
@@ -141,7 +159,7 @@ def build_result(
         root_attrs["log_marginal_likelihood_se"] = float(se)
     for name, values in (extra_stats or {}).items():
         stats[name] = xr.DataArray(np.asarray(values), dims=["chain", "draw"], coords=chain_draw)
-    groups["sample_stats"] = stats
+    groups["sample_stats"] = _schema_stats(stats, method)
     groups.update(extra_groups or {})
     groups.update(_model_data_groups(target))
 

@@ -16,7 +16,10 @@ import pytensor.tensor as pt
 from pymc.blocking import DictToArrayBijection, RaveledVars
 from pymc.model import modelcontext
 from pymc.vartypes import discrete_types
-from pytensor.graph.replace import graph_replace
+from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph.replace import graph_replace, vectorize_graph
+from pytensor.graph.traversal import graph_inputs
+from pytensor.tensor.random.type import RandomGeneratorType
 
 __all__ = ["Target"]
 
@@ -90,20 +93,21 @@ class Target:
             start += size
         return values
 
-    def _replace_values(self, outputs, values):
+    def replace_values(self, outputs, values: Mapping[str, pt.TensorVariable]):
+        """``outputs`` (graphs of the model's value variables) at symbolic named ``values``."""
         replace = {v: pt.as_tensor(values[v.name]).astype(v.dtype) for v in self.value_vars}
         return graph_replace(outputs, replace=replace, strict=False)
 
     def logp_graph(self, values: Mapping[str, pt.TensorVariable]) -> pt.TensorVariable:
         """The model's joint log density (with Jacobians) at symbolic named values."""
-        return self._replace_values([self._logp], values)[0]
+        return self.replace_values([self._logp], values)[0]
 
     def constrained_graph(
         self, values: Mapping[str, pt.TensorVariable]
     ) -> dict[str, pt.TensorVariable]:
         """The model's free variables (constrained) and deterministics at symbolic values."""
-        names = list(self._constrained_names)
-        outs = self._replace_values(self._constrained_outputs, values)
+        names = list(self.constrained_names)
+        outs = self.replace_values(self._constrained_outputs, values)
         return dict(zip(names, outs, strict=True))
 
     @cached_property
@@ -111,7 +115,8 @@ class Target:
         return self.model.logp(jacobian=True)
 
     @cached_property
-    def _constrained_names(self):
+    def constrained_names(self) -> list[str]:
+        """Names of the model's free variables (constrained) and deterministics, in order."""
         return [rv.name for rv in self.model.free_RVs] + [
             d.name for d in self.model.deterministics
         ]
@@ -121,6 +126,65 @@ class Target:
         return self.model.replace_rvs_by_values(
             list(self.model.free_RVs) + list(self.model.deterministics)
         )
+
+    def batched_logp_graph(self, xs: pt.TensorVariable) -> pt.TensorVariable:
+        """The log density at the rows of a symbolic matrix ``xs`` (n, ndim), shape (n,)."""
+        x = pt.vector("x", dtype="float64")
+        return vectorize_graph(self.logp_graph(self.unravel_graph(x)), replace={x: xs})
+
+    def compile_batched(self, build, random_seed=None):
+        """Compile ``build`` over a batch of flat points, with seeded minibatches.
+
+        ``build(x, values)`` returns a list of graphs at one symbolic flat point ``x`` (with
+        ``values`` its named value tensors); the compiled function maps an array ``(n, ndim)``
+        to those outputs with a leading axis ``n``, in one vectorised call. Shared random
+        generators in the graphs (a ``pm.Minibatch``'s) are replaced by fresh copies seeded by
+        ``random_seed``: compiling and running never touches the user's model, and the same seed
+        draws the same minibatches (one minibatch per call, shared by the ``n`` points).
+        ``pm.compile`` turns parameter checks (``sigma > 0``) into ``-inf`` instead of raising.
+        """
+        x = pt.vector("x", dtype="float64")
+        outputs = build(x, self.unravel_graph(x))
+        xs = pt.matrix("xs", dtype="float64")
+        outputs = vectorize_graph(list(outputs), replace={x: xs})
+        rngs = [
+            v
+            for v in graph_inputs(outputs)
+            if isinstance(v, SharedVariable) and isinstance(v.type, RandomGeneratorType)
+        ]
+        if rngs:
+            seeds = np.random.SeedSequence(random_seed).spawn(len(rngs))
+            replace = {
+                r: pytensor.shared(np.random.default_rng(sq), name=r.name)
+                for r, sq in zip(rngs, seeds, strict=True)
+            }
+            outputs = graph_replace(outputs, replace=replace, strict=False)
+        # random_seed=False: pm.compile must not reseed the copies with fresh entropy
+        fn = pm.compile([xs], outputs, random_seed=False)
+
+        def call(points: np.ndarray) -> list[np.ndarray]:
+            return [np.asarray(o, dtype=float) for o in fn(np.ascontiguousarray(points, dtype=float))]
+
+        return call
+
+    def batched_logp_and_grad(self, random_seed=None):
+        """``xs (n, ndim) -> (logp (n,), grad (n, ndim))``, compiled once per call of this.
+
+        The one batched log density and gradient every driver uses (see
+        :meth:`compile_batched` for minibatches and seeding).
+        """
+
+        def build(x, values):
+            logp = self.logp_graph(values)
+            return [logp, pytensor.grad(logp, x)]
+
+        fn = self.compile_batched(build, random_seed)
+
+        def logp_and_grad(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            logp, grad = fn(points)
+            return logp, grad
+
+        return logp_and_grad
 
     def dims(self, name: str) -> tuple[str, ...] | None:
         """The dims the model gave to a named variable, if any."""
@@ -168,7 +232,7 @@ class Target:
     def constrained(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """Map one flat point to the model's named constrained variables and deterministics."""
         values = self._compiled[2](np.asarray(x, dtype=float))
-        return dict(zip(self._constrained_names, values, strict=True))
+        return dict(zip(self.constrained_names, values, strict=True))
 
     def flat_draws(self, posterior) -> np.ndarray:
         """Flat unconstrained draws ``(chain, draw, ndim)`` from a posterior-like dataset.

@@ -62,3 +62,11 @@ def nan_model():
         x = pm.Normal("x", -3, 1)
         pm.Potential("bad", pt.log(x))
     return model
+
+
+@pytest.fixture
+def seed():
+    """The suite's seed function (``checks.seed``): ``PMT_TEST_SEED`` plus an offset."""
+    from checks import seed as _seed
+
+    return _seed

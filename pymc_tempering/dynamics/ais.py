@@ -14,18 +14,17 @@ import numpy as np
 import pymc as pm
 from scipy.special import expit, logsumexp
 
-from pymc_tempering.base import Base
-from pymc_tempering.dynamics.hmc import (
+from pymc_tempering.base import Base, prepare_base
+from pymc_tempering.kernels.hmc import (
     adapt_log_step_size,
     hmc_step,
     initial_state,
     whitened_density,
 )
-from pymc_tempering.dynamics.recording import draws_to_datatree, progress_bar
+from pymc_tempering.driver import draws_to_datatree, progress_bar
 from pymc_tempering.estimators import log_mean_exp
 from pymc_tempering.results import build_result
 from pymc_tempering.sampling import split_seed
-from pymc_tempering.transforms.continuous_tempering import prepare_ct
 
 __all__ = ["sample_ais", "temperature_schedule"]
 
@@ -116,7 +115,7 @@ def sample_ais(
         See :func:`temperature_schedule`.
     n_pilot : int
     base : Base, optional
-        Default: the base :func:`~pymc_tempering.sample_ct` fits (through ``prepare_ct``).
+        Default: the base :func:`~pymc_tempering.sample_ct` fits (through :func:`~pymc_tempering.base.prepare_base`).
     random_seed : int or Generator, optional
         Same seed, same result.
     progressbar : bool
@@ -159,7 +158,7 @@ def sample_ais(
     if step_size is None and n_pilot < 1:
         raise ValueError("n_pilot must be positive when the step size is tuned.")
     betas = temperature_schedule(n_temperatures, schedule)
-    target, base, log_zeta, run_seed = prepare_ct(model, base, None, random_seed, progressbar)
+    target, base, log_zeta, run_seed = prepare_base(model, base, None, random_seed, progressbar)
     pilot_seed, main_seed = split_seed(run_seed, 2)
     evaluate = whitened_density(target, base)
     n_runs = draws * chains
@@ -177,7 +176,7 @@ def sample_ais(
             evaluate, target.ndim, betas, step_sizes, n_leapfrog, n_runs,
             np.random.default_rng(main_seed), advance=advance,
         )
-    x = base.mean + state.z @ base._scale_tril.T
+    x = base.unwhiten(state.z)
     log_w = log_w.reshape(chains, draws)
     estimate, se = log_mean_exp(log_w)
     per_chain = logsumexp(log_w, axis=1) - np.log(draws)

@@ -37,7 +37,7 @@ from scipy.optimize import brentq
 from xarray import DataTree
 
 from pymc_tempering.base import Base, fit_base
-from pymc_tempering.dynamics.recording import draws_to_datatree, progress_bar
+from pymc_tempering.driver import draws_to_datatree, progress_bar
 from pymc_tempering.results import build_result
 from pymc_tempering.sampling import split_seed
 from pymc_tempering.target import Target

@@ -56,7 +56,7 @@ from pytensor.graph.replace import vectorize_graph
 from scipy.optimize import nnls
 from scipy.special import expit, ndtr
 
-from pymc_tempering.dynamics.recording import constrained_draws, draws_to_datatree, progress_bar
+from pymc_tempering.driver import constrained_draws, draws_to_datatree, progress_bar
 from pymc_tempering.dynamics.thermostats import (
     TACTSettings,
     checked_tact_step,
@@ -239,7 +239,7 @@ def minibatch_exchange_energies(
     logp = target.logp_graph(values)
     if observed:
         terms = model.logp(vars=observed, sum=False, jacobian=True)
-        terms = target._replace_values(terms, values)
+        terms = target.replace_values(terms, values)
         terms = pt.concatenate([pt.as_tensor(t).flatten() for t in terms])
     else:
         terms = pt.zeros((0,), dtype="float64")

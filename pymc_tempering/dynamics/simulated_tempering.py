@@ -20,14 +20,13 @@ import numpy as np
 import pymc as pm
 from scipy.special import logsumexp
 
-from pymc_tempering.base import Base
+from pymc_tempering.base import Base, prepare_base
 from pymc_tempering.dynamics.ais import temperature_schedule
-from pymc_tempering.dynamics.hmc import adapt_log_step_size, hmc_step, initial_state, whitened_density
-from pymc_tempering.dynamics.recording import draws_to_datatree, progress_bar
+from pymc_tempering.kernels.hmc import adapt_log_step_size, hmc_step, initial_state, whitened_density
+from pymc_tempering.driver import draws_to_datatree, progress_bar
 from pymc_tempering.estimators import log_ratio_of_means
 from pymc_tempering.results import INVERSE_TEMPERATURE, build_result
 from pymc_tempering.sampling import split_seed
-from pymc_tempering.transforms.continuous_tempering import prepare_ct
 
 __all__ = ["sample_simulated_tempering", "ladder_log_conditional", "draw_ladder_index"]
 
@@ -87,7 +86,7 @@ def sample_simulated_tempering(
         ``tune`` towards ``target_accept``, then fixed.
     target_accept : float
     base : Base, optional
-        Default: the base :func:`~pymc_tempering.sample_ct` fits (through ``prepare_ct``).
+        Default: the base :func:`~pymc_tempering.sample_ct` fits (through :func:`~pymc_tempering.base.prepare_base`).
     log_zeta : float, optional
         Sets the ladder weights ``w_n = -beta_n log zeta``; the default is chosen as in
         :func:`~pymc_tempering.sample_ct`.
@@ -125,7 +124,7 @@ def sample_simulated_tempering(
     if not 0 < target_accept < 1:
         raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}.")
     betas = temperature_schedule(n_temperatures, schedule)
-    target, base, log_zeta, run_seed = prepare_ct(model, base, log_zeta, random_seed, progressbar)
+    target, base, log_zeta, run_seed = prepare_base(model, base, log_zeta, random_seed, progressbar)
     (seed,) = split_seed(run_seed, 1)
     rng = np.random.default_rng(seed)
     evaluate = whitened_density(target, base)
@@ -169,7 +168,7 @@ def sample_simulated_tempering(
 
     estimate, se = log_ratio_of_means(log_p1, log_p0)
     per_chain = log_zeta + logsumexp(log_p1, axis=1) - logsumexp(log_p0, axis=1)
-    x = base.mean + z @ base._scale_tril.T
+    x = base.unwhiten(z)
     final_eps = np.exp(mean_log_eps) if step_size is None else np.full(chains, step_size)
     sampled = draws_to_datatree(
         target,

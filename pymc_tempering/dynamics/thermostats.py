@@ -60,7 +60,7 @@ from pytensor.graph.traversal import graph_inputs
 from pytensor.graph.replace import graph_replace, vectorize_graph
 from pytensor.tensor.random.type import RandomGeneratorType
 
-from pymc_tempering.dynamics.recording import draws_to_datatree, progress_bar
+from pymc_tempering.driver import draws_to_datatree, progress_bar
 from pymc_tempering.results import build_result
 from pymc_tempering.sampling import split_seed
 from pymc_tempering.target import Target

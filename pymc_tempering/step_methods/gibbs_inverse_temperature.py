@@ -24,12 +24,11 @@ from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence, StepMethodState
 from pytensor.graph.replace import graph_replace
 
-from pymc_tempering.base import Base
+from pymc_tempering.base import Base, prepare_base
 from pymc_tempering.results import INVERSE_TEMPERATURE
 from pymc_tempering.sampling import keep_value_variables
 from pymc_tempering.transforms.continuous_tempering import (
     ct_result,
-    prepare_ct,
     run_with_bootstrap,
     tempered_model,
 )
@@ -265,7 +264,7 @@ def sample_gibbs_ct(
     draws, tune, chains : int
         As in :func:`pymc.sample`.
     base : Base, optional
-        Base density. Default: the base :func:`~pymc_tempering.sample_ct` fits (through ``prepare_ct``).
+        Base density. Default: the base :func:`~pymc_tempering.sample_ct` fits (through :func:`~pymc_tempering.base.prepare_base`).
     log_zeta : float, optional
         As in :func:`~pymc_tempering.sample_ct`.
     bootstrap, bootstrap_draws : int
@@ -307,7 +306,7 @@ def sample_gibbs_ct(
         raise ValueError(f"x_step must be 'nuts' or 'hmc', got {x_step!r}.")
     if "step" in sample_kwargs:
         raise ValueError("sample_gibbs_ct chooses the step methods itself; do not pass step=.")
-    target, base, log_zeta, seed = prepare_ct(model, base, log_zeta, random_seed, progressbar)
+    target, base, log_zeta, seed = prepare_base(model, base, log_zeta, random_seed, progressbar)
     step_kwargs = {}
     if "target_accept" in sample_kwargs:
         step_kwargs["target_accept"] = sample_kwargs.pop("target_accept")

@@ -21,7 +21,7 @@ import xarray as xr
 from pymc.model import modelcontext
 from xarray import DataTree
 
-from pymc_tempering.base import Base, base_from_result, check_base, estimate_log_zeta, fit_base
+from pymc_tempering.base import Base, base_from_result, check_base, estimate_log_zeta, prepare_base
 from pymc_tempering.diagnostics import diagnose
 from pymc_tempering.estimators import ct_log_weights, kish_ess, log_marginal_likelihood_ct
 from pymc_tempering.results import (
@@ -33,14 +33,7 @@ from pymc_tempering.results import (
 from pymc_tempering.sampling import keep_value_variables, split_seed
 from pymc_tempering.target import Target
 
-__all__ = [
-    "continuously_tempered_model",
-    "sample_ct",
-    "prepare_ct",
-    "ct_result",
-    "run_with_bootstrap",
-    "tempered_model",
-]
+__all__ = ["continuously_tempered_model", "sample_ct"]
 
 _POTENTIAL = "tempered_log_density"
 
@@ -210,7 +203,7 @@ def sample_ct(
     found. Read the warnings, or :func:`~pymc_tempering.diagnose`.
     """
     _check_bootstrap(bootstrap)
-    target, base, log_zeta, seed = prepare_ct(model, base, log_zeta, random_seed, progressbar)
+    target, base, log_zeta, seed = prepare_base(model, base, log_zeta, random_seed, progressbar)
     settings = {
         "nuts_sampler": nuts_sampler or "default",
         "chains": int(chains),
@@ -295,35 +288,6 @@ def run_with_bootstrap(run, target, base, log_zeta, seed, bootstrap, bootstrap_d
     for problem in diagnose(result).problems:
         warnings.warn(problem, UserWarning, stacklevel=3)
     return result
-
-
-def prepare_ct(model, base, log_zeta, random_seed, progressbar):
-    """The set-up shared by the continuous tempering samplers (joint and Gibbs).
-
-    Checks the model, fits a mixture base when none is given, and chooses ``log_zeta`` (see
-    :func:`sample_ct`).
-
-    Returns
-    -------
-    target : Target
-    base : Base
-    log_zeta : float
-    sample_seed : int or None
-        The seed left for the sampler.
-    """
-    model = modelcontext(model)
-    target = Target(model)
-    fit_seed, zeta_seed, sample_seed = split_seed(random_seed, 3)
-    if base is None:
-        base = fit_base(model, method="mixture", random_seed=fit_seed, progressbar=progressbar)
-    check_base(target, base)
-    if log_zeta is None:
-        # Both the ELBO and the importance-sampling estimate are (stochastic) lower bounds on
-        # log Z; the tighter one keeps beta from piling up at 1 (section 6 of the paper).
-        log_zeta = estimate_log_zeta(target, base, random_seed=zeta_seed)
-        if base.log_zeta is not None:
-            log_zeta = max(log_zeta, base.log_zeta)
-    return target, base, float(log_zeta), sample_seed
 
 
 def ct_result(sampled, target: Target, base: Base, log_zeta: float, *, method: str, attrs: dict):

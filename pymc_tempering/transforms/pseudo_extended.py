@@ -180,7 +180,7 @@ def pseudo_extended_model(
         return (PSEUDO_SAMPLE, *(dims or ()))
 
     value_dims = {n: dims_of(n, s) for n, s in zip(target.names, target.shapes, strict=True)}
-    constrained_names = list(target._constrained_names)
+    constrained_names = list(target.constrained_names)
     const_shapes = {n: tuple(np.shape(v)) for n, v in target.constrained(
         target.ravel({n: point[n] for n in target.names})
     ).items()}

@@ -95,7 +95,7 @@ def whitened_density(target: Target, base: Base) -> Callable[[np.ndarray], Tempe
     where the model is undefined is rejected.
     """
     logp_and_grad = batched_logp_and_grad(target)
-    mean, scale = base.mean, base._scale_tril
+    mean, scale = base.mean, base.scale_tril
     log_det = float(np.sum(np.log(np.diag(scale))))
     const = -log_det - 0.5 * base.ndim * np.log(2.0 * np.pi)
 

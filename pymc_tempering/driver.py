@@ -1,0 +1,313 @@
+"""The one driver loop: warm-up, recording, progress bar and result for every driver method.
+
+A driver method (AIS, simulated tempering, TACT-HMC, replica exchange, ergodic inference) is a
+kernel, ``step(state, params, rng) -> (state, info)`` over small immutable records (see
+:mod:`pymc_tempering.kernels`), plus what to record. :func:`run_kernel` runs it: ``tune``
+warm-up iterations that may adapt ``params`` and are discarded, then iterations until every
+chain has kept ``draws`` records, with one progress bar. :func:`driver_result` turns the kept
+flat draws into the library's result (through :func:`~pymc_tempering.results.build_result`,
+the only builder of the layout), records the seed and warns from
+:func:`~pymc_tempering.diagnose`.
+
+The flat draws ``(chain, draw, ndim)`` are mapped (in one vectorised compiled call) to the
+model's named constrained variables and deterministics and packed with the value variables and
+the driver's stats into a ``DataTree`` with ``posterior`` and ``sample_stats`` groups, as PyMC's
+converter would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+import pymc
+import pytensor
+import pytensor.tensor as pt
+from pymc.backends.arviz import coords_and_dims_for_inferencedata, dict_to_dataset
+from pytensor.graph.replace import vectorize_graph
+from xarray import DataTree
+
+from pymc_tempering.results import build_result
+from pymc_tempering.sampling import DivergenceError, seed_attrs, warn_problems
+from pymc_tempering.target import Target
+
+__all__ = [
+    "Info",
+    "Trace",
+    "run_kernel",
+    "check_finite",
+    "driver_result",
+    "constrained_draws",
+    "draws_to_datatree",
+    "progress_bar",
+]
+
+
+class Info(NamedTuple):
+    """What one kernel step reports per chain (arrays with a leading chain axis).
+
+    Attributes
+    ----------
+    acceptance_rate : ndarray
+        Metropolis acceptance probability of the step (1 for dynamics without a test).
+    diverging : ndarray of bool
+        Whether the step's trajectory diverged (a non-finite energy or one that exploded).
+    energy : ndarray
+        The potential energy ``-log p`` at the state the step returns (or at the state its
+        gradient was taken, for the Euler-discretised thermostat dynamics).
+    """
+
+    acceptance_rate: np.ndarray
+    diverging: np.ndarray
+    energy: np.ndarray
+
+
+@dataclass(frozen=True)
+class Trace:
+    """What :func:`run_kernel` returns.
+
+    Attributes
+    ----------
+    draws : dict of str to ndarray
+        Each recorded quantity at the kept draws, shape ``(chains, draws, ...)``.
+    state, params
+        The kernel's state and parameters at the end (``params`` as warm-up left them).
+    n_iterations : int
+        Iterations after warm-up (more than ``draws`` when ``keep`` skipped some).
+    trajectory : dict of str to ndarray or None
+        With ``trajectory=True``: every post-warm-up iteration's record, shape
+        ``(chains, iteration, ...)``, and ``kept`` (bool) saying which were draws.
+    """
+
+    draws: dict
+    state: Any
+    params: Any
+    n_iterations: int
+    trajectory: dict | None = None
+
+
+def check_finite(values, where: str, remedy: str) -> None:
+    """Raise :class:`~pymc_tempering.sampling.DivergenceError` unless every value is finite."""
+    if not all(np.all(np.isfinite(v)) for v in values):
+        raise DivergenceError(f"{where} (non-finite position or energy); {remedy}.")
+
+
+def _record_kept(out, record, keep, n_kept, draws):
+    """Copy the chains marked by ``keep`` into their next slot of ``out``; return new counts."""
+    keep = keep & (n_kept < draws)
+    if keep.any():
+        rows, slots = np.nonzero(keep)[0], n_kept[keep]
+        for name, value in record.items():
+            if name not in out:
+                value0 = np.asarray(value)
+                out[name] = np.empty((n_kept.size, draws, *value0.shape[1:]), dtype=value0.dtype)
+            out[name][rows, slots] = np.asarray(value)[keep]
+    return n_kept + keep
+
+
+def run_kernel(
+    step: Callable,
+    state,
+    params,
+    *,
+    draws: int,
+    tune: int,
+    chains: int,
+    rng: np.random.Generator,
+    record: Callable,
+    keep: Callable | None = None,
+    warmup: Callable | None = None,
+    description: str = "Sampling",
+    progressbar: bool = True,
+    max_iterations: int | None = None,
+    trajectory: bool = False,
+) -> Trace:
+    """The one driver loop: ``tune`` warm-up iterations, then iterations until ``draws`` are kept.
+
+    Parameters
+    ----------
+    step : callable
+        ``step(state, params, rng) -> (state, info)``: one iteration of the method (a kernel, or
+        several kernels composed). ``info`` is an :class:`Info` or anything ``record`` reads.
+    state, params
+        The initial state and the kernel's parameters (step sizes, masses, ...).
+    draws, tune, chains : int
+        Draws to keep per chain, warm-up iterations (discarded), and chains (the leading axis
+        of every record).
+    rng : numpy.random.Generator
+        The only source of randomness of the loop (seeded by the caller).
+    record : callable
+        ``record(state, info) -> dict`` of arrays with a leading chain axis: what one draw holds.
+    keep : callable, optional
+        ``keep(state, info) -> bool array (chains,)``: which chains' current record is a draw
+        (TACT-HMC keeps only unit-temperature states). Default: every chain, every iteration.
+    warmup : callable, optional
+        ``warmup(state, info, params, iteration) -> (state, params)``, called after each warm-up
+        iteration to adapt ``params`` (and, say, reset momenta).
+    description, progressbar
+        The progress bar's label, and whether to show it.
+    max_iterations : int, optional
+        After warm-up, give up (``RuntimeError``) when a chain has not kept ``draws`` by then.
+        Default ``100 * draws``.
+    trajectory : bool
+        Also return every post-warm-up record (see :class:`Trace`).
+    """
+    max_iterations = 100 * draws if max_iterations is None else int(max_iterations)
+    out: dict[str, np.ndarray] = {}
+    every: dict[str, list] | None = {} if trajectory else None
+    n_kept = np.zeros(chains, dtype=int)
+    iteration = 0
+    with progress_bar(tune + draws, description, progressbar) as advance:
+        for it in range(tune):
+            state, info = step(state, params, rng)
+            if warmup is not None:
+                state, params = warmup(state, info, params, it)
+            advance()
+        while n_kept.min() < draws:
+            if iteration >= max_iterations:
+                raise RuntimeError(
+                    f"After {iteration} iterations a chain has only {n_kept.min()} of {draws} "
+                    "draws; see the method's options that control which states are kept."
+                )
+            iteration += 1
+            state, info = step(state, params, rng)
+            values = record(state, info)
+            kept = np.ones(chains, dtype=bool) if keep is None else np.asarray(keep(state, info))
+            if every is not None:
+                for name, value in {**values, "kept": kept & (n_kept < draws)}.items():
+                    every.setdefault(name, []).append(np.array(value))
+            before = n_kept.min()
+            n_kept = _record_kept(out, values, kept, n_kept, draws)
+            advance(int(n_kept.min() - before))
+    if every is not None:
+        every = {name: np.stack(v, axis=1) for name, v in every.items()}
+    return Trace(out, state, params, iteration, every)
+
+
+def driver_result(
+    target: Target,
+    x: np.ndarray,
+    *,
+    method: str,
+    sample_stats: dict,
+    random_seed,
+    attrs: dict | None = None,
+    warn: bool = True,
+    **build_kwargs,
+) -> DataTree:
+    """The result of a driver method, from flat draws ``x`` (chain, draw, ndim).
+
+    ``sample_stats`` must hold ``diverging``, ``acceptance_rate`` and ``lp`` (chain, draw)
+    beside the method's own stats; ``build_kwargs`` go to
+    :func:`~pymc_tempering.results.build_result` (``log_weight``,
+    ``log_marginal_likelihood``, ``extra_posterior``, ``extra_groups``, ...). The seed goes
+    into attrs, and with ``warn`` every problem :func:`~pymc_tempering.diagnose` finds is
+    warned about.
+    """
+    extra_posterior = build_kwargs.pop("extra_posterior", None)
+    sampled = draws_to_datatree(
+        target, x, extra_posterior=extra_posterior, sample_stats=sample_stats
+    )
+    result = build_result(
+        sampled, target, method=method, attrs={**seed_attrs(random_seed), **(attrs or {})},
+        **build_kwargs,
+    )
+    if warn:
+        warn_problems(result, stacklevel=4)
+    return result
+
+
+def constrained_draws(target: Target, x: np.ndarray) -> dict[str, np.ndarray]:
+    """The model's constrained variables and deterministics at flat draws ``(..., ndim)``."""
+    x = np.asarray(x, dtype=float)
+    lead = x.shape[:-1]
+    flat = x.reshape(-1, target.ndim)
+    point = pt.vector("x", dtype="float64")
+    outputs = target.constrained_graph(target.unravel_graph(point))
+    names = list(outputs)
+    batch = pt.matrix("xs", dtype="float64")
+    try:
+        fn = pytensor.function([batch], vectorize_graph(list(outputs.values()), {point: batch}))
+        values = fn(flat)
+    except Exception:  # an Op without a batched form: fall back to one call per draw
+        rows = [target.constrained(row) for row in flat]
+        values = [np.stack([r[name] for r in rows]) for name in names]
+    return {
+        name: np.asarray(v).reshape(lead + np.asarray(v).shape[1:])
+        for name, v in zip(names, values, strict=True)
+    }
+
+
+def draws_to_datatree(
+    target: Target,
+    x: np.ndarray,
+    *,
+    extra_posterior: dict[str, np.ndarray] | None = None,
+    sample_stats: dict[str, np.ndarray] | None = None,
+) -> DataTree:
+    """Pack flat draws ``x`` of shape ``(chain, draw, ndim)`` like PyMC's converter.
+
+    The ``posterior`` holds the model's variables under their own names and dims, the
+    transformed value variables under their value names (``s_log__``) and ``extra_posterior``;
+    ``sample_stats`` holds ``sample_stats``, each shaped ``(chain, draw, ...)``.
+    """
+    x = np.asarray(x, dtype=float)
+    if x.ndim != 3 or x.shape[-1] != target.ndim:
+        raise ValueError(f"Expected draws of shape (chain, draw, {target.ndim}), got {x.shape}.")
+    coords, dims = coords_and_dims_for_inferencedata(target.model)
+    posterior = constrained_draws(target, x)
+    values, start = {}, 0
+    for name, shape, size in zip(target.names, target.shapes, target.sizes, strict=True):
+        values[name] = x[..., start : start + size].reshape(x.shape[:2] + shape)
+        start += size
+    for name in target.transformed_names:
+        posterior[name] = values[name]
+    posterior.update(extra_posterior or {})
+    post_ds = dict_to_dataset(posterior, inference_library=pymc, coords=coords, dims=dims)
+    groups = {"/posterior": post_ds}
+    if sample_stats:
+        groups["/sample_stats"] = dict_to_dataset(
+            sample_stats, inference_library=pymc, coords=coords, dims={}
+        )
+    return DataTree.from_dict(groups)
+
+
+class progress_bar:  # noqa: N801 - used as a context manager, like rich's own
+    """A rich progress bar over ``total`` iterations; does nothing when ``enabled`` is false.
+
+    Use as ``with progress_bar(total, "AIS", enabled) as advance: ... advance()``.
+    """
+
+    def __init__(self, total: int, description: str, enabled: bool = True):
+        self.total, self.description, self.enabled = int(total), description, bool(enabled)
+        self._progress = None
+
+    def __enter__(self):
+        if not self.enabled:
+            return lambda n=1: None
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+        )
+        self._progress.__enter__()
+        task = self._progress.add_task(self.description, total=self.total)
+        return lambda n=1: self._progress.advance(task, n)
+
+    def __exit__(self, *exc):
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+        return False

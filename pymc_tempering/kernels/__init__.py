@@ -1,0 +1,1 @@
+"""Kernels: each method's numerics as ``init`` / ``step`` over small immutable records."""

@@ -1,0 +1,62 @@
+"""Shared statistical checks for the tests: one tolerance, one MCSE, one source of seeds.
+
+Every statistical test asserts ``|estimate - truth| < K * standard error`` with the standard
+error from arviz-stats (the Monte Carlo standard error of the chains) or from the method's own
+error bar. For a calibrated standard error the estimate is Gaussian to good approximation and a
+test fails with probability ``2 * Phi(-K)`` = 6.3e-5 for ``K = 4``: below the 1e-3 per test the
+suite allows, with room for the standard error itself being estimated.
+
+Seeds: tests take theirs from :func:`seed` (or the ``seed`` fixture), which adds the environment
+variable ``PMT_TEST_SEED`` (default 0) to a per-test offset, so one variable shifts every seed
+of the suite and ``benchmarks/seed_sweep.py`` can rerun it under other seeds.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from arviz_stats.base import array_stats
+
+K = 4.0  # |estimate - truth| < K * standard error; 2 * Phi(-4) = 6.3e-5 per comparison
+
+__all__ = ["K", "seed", "mcse_of_mean", "assert_within_mcse", "assert_within_se"]
+
+
+def seed(offset: int = 0) -> int:
+    """The suite's seed for one use: ``PMT_TEST_SEED`` (default 0) plus ``offset``."""
+    return int(os.environ.get("PMT_TEST_SEED", "0")) + int(offset)
+
+
+def _chain_draw(values) -> np.ndarray:
+    """Values as ``(chain, draw, ...)``; a 1-D array is one chain."""
+    values = np.asarray(values, dtype=float)
+    return values[None] if values.ndim == 1 else values
+
+
+def mcse_of_mean(values) -> np.ndarray:
+    """Monte Carlo standard error of the mean of ``(chain, draw, ...)`` draws (arviz-stats)."""
+    return np.asarray(array_stats.mcse(_chain_draw(values), method="mean", chain_axis=0, draw_axis=1))
+
+
+def assert_within_se(estimate, truth, se, k: float = K, what: str = "estimate") -> None:
+    """Assert ``|estimate - truth| < k * se`` elementwise, with a message giving the z-scores."""
+    estimate, truth, se = (np.asarray(v, dtype=float) for v in (estimate, truth, se))
+    z = (estimate - truth) / se
+    assert np.all(np.abs(z) < k), f"{what}: {estimate} vs truth {truth}, se {se}, z {z} (k={k})"
+
+
+def assert_within_mcse(values, truth, k: float = K, what: str = "mean", min_ess: float = 50.0):
+    """Assert the mean of draws ``(chain, draw, ...)`` is within ``k`` MCSE of ``truth``.
+
+    The MCSE is arviz-stats'; it is trustworthy only with enough effective draws, so the ESS is
+    checked first (``min_ess``): a run too short for its own check fails loudly instead of
+    passing or failing by luck. Returns ``(mean, mcse)``.
+    """
+    draws = _chain_draw(values)
+    ess = np.asarray(array_stats.ess(draws, method="bulk", chain_axis=0, draw_axis=1))
+    assert np.all(ess > min_ess), f"{what}: ESS {ess} below {min_ess}: the run is too short"
+    mean = draws.mean(axis=(0, 1))
+    se = mcse_of_mean(draws)
+    assert_within_se(mean, truth, se, k, what)
+    return mean, se
