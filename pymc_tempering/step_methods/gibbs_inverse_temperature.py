@@ -26,7 +26,7 @@ from pytensor.graph.replace import graph_replace
 
 from pymc_tempering.base import Base, prepare_base
 from pymc_tempering.results import INVERSE_TEMPERATURE
-from pymc_tempering.sampling import keep_value_variables
+from pymc_tempering.sampling import check_sampler_args, keep_value_variables, seed_attrs
 from pymc_tempering.transforms.continuous_tempering import (
     ct_result,
     run_with_bootstrap,
@@ -242,14 +242,14 @@ def sample_gibbs_ct(
     tune: int = 1000,
     chains: int = 4,
     *,
+    model: pm.Model | None = None,
+    random_seed=None,
+    progressbar: bool = True,
     base: Base | None = None,
     log_zeta: float | None = None,
     bootstrap: int = 1,
     bootstrap_draws: int = 500,
     nuts_sampler: str | None = None,
-    random_seed=None,
-    progressbar: bool = True,
-    model: pm.Model | None = None,
     x_step: str = "nuts",
     **sample_kwargs,
 ):
@@ -306,6 +306,7 @@ def sample_gibbs_ct(
         raise ValueError(f"x_step must be 'nuts' or 'hmc', got {x_step!r}.")
     if "step" in sample_kwargs:
         raise ValueError("sample_gibbs_ct chooses the step methods itself; do not pass step=.")
+    draws, tune, chains = check_sampler_args(draws, tune, chains)
     target, base, log_zeta, seed = prepare_base(model, base, log_zeta, random_seed, progressbar)
     step_kwargs = {}
     if "target_accept" in sample_kwargs:
@@ -314,8 +315,8 @@ def sample_gibbs_ct(
     settings = {
         "nuts_sampler": "pymc",
         "x_step": x_step,
-        "chains": int(chains),
-        "random_seed": random_seed if isinstance(random_seed, int | np.integer) else None,
+        "chains": chains,
+        **seed_attrs(random_seed),
     }
 
     def run(base, log_zeta, draws, tune, seed):

@@ -12,7 +12,6 @@ where ``p`` is the model's (unnormalised) density, ``q`` a normalised Gaussian b
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import pymc as pm
@@ -22,7 +21,6 @@ from pymc.model import modelcontext
 from xarray import DataTree
 
 from pymc_tempering.base import Base, base_from_result, check_base, estimate_log_zeta, prepare_base
-from pymc_tempering.diagnostics import diagnose
 from pymc_tempering.estimators import ct_log_weights, kish_ess, log_marginal_likelihood_ct
 from pymc_tempering.results import (
     INVERSE_TEMPERATURE,
@@ -30,7 +28,7 @@ from pymc_tempering.results import (
     base_group,
     build_result,
 )
-from pymc_tempering.sampling import keep_value_variables, split_seed
+from pymc_tempering.sampling import check_sampler_args, keep_value_variables, seed_attrs, split_seed, warn_problems
 from pymc_tempering.target import Target
 
 __all__ = ["continuously_tempered_model", "sample_ct"]
@@ -129,14 +127,14 @@ def sample_ct(
     tune: int = 1000,
     chains: int = 4,
     *,
+    model: pm.Model | None = None,
+    random_seed=None,
+    progressbar: bool = True,
     base: Base | None = None,
     log_zeta: float | None = None,
     bootstrap: int = 1,
     bootstrap_draws: int = 500,
     nuts_sampler: str | None = None,
-    random_seed=None,
-    progressbar: bool = True,
-    model: pm.Model | None = None,
     **sample_kwargs,
 ):
     """Sample a model by joint continuous tempering under NUTS.
@@ -203,11 +201,12 @@ def sample_ct(
     found. Read the warnings, or :func:`~pymc_tempering.diagnose`.
     """
     _check_bootstrap(bootstrap)
+    draws, tune, chains = check_sampler_args(draws, tune, chains)
     target, base, log_zeta, seed = prepare_base(model, base, log_zeta, random_seed, progressbar)
     settings = {
         "nuts_sampler": nuts_sampler or "default",
-        "chains": int(chains),
-        "random_seed": random_seed if isinstance(random_seed, int | np.integer) else None,
+        "chains": chains,
+        **seed_attrs(random_seed),
     }
 
     def run(base, log_zeta, draws, tune, seed):
@@ -285,8 +284,7 @@ def run_with_bootstrap(run, target, base, log_zeta, seed, bootstrap, bootstrap_d
             xr.Dataset({k: ("round", [r[k] for r in rounds]) for k in rounds[0]})
         )
     result.attrs["bootstrap"] = len(rounds)
-    for problem in diagnose(result).problems:
-        warnings.warn(problem, UserWarning, stacklevel=3)
+    warn_problems(result, stacklevel=4)
     return result
 
 

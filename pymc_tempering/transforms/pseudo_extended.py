@@ -39,7 +39,7 @@ from pymc_tempering.results import (
     TEMPERATURE_CONTROL,
     build_result,
 )
-from pymc_tempering.sampling import keep_value_variables
+from pymc_tempering.sampling import check_sampler_args, keep_value_variables, seed_attrs, warn_problems
 from pymc_tempering.target import Target
 
 __all__ = ["pseudo_extended_model", "sample_pe", "pe_log_weights", "DEFAULT_BETA_MIN"]
@@ -252,17 +252,17 @@ def pe_log_weights(log_gamma, log_q) -> np.ndarray:
 
 
 def sample_pe(
-    n_pseudo: int = 2,
     draws: int = 1000,
     tune: int = 1000,
     chains: int = 4,
     *,
+    model: pm.Model | None = None,
+    random_seed=None,
+    progressbar: bool = True,
+    n_pseudo: int = 2,
     proposal: str | Base = "tempered",
     beta_min: float = DEFAULT_BETA_MIN,
     nuts_sampler: str | None = None,
-    random_seed=None,
-    progressbar: bool = True,
-    model: pm.Model | None = None,
     **sample_kwargs,
 ):
     """Sample a model by pseudo-extended MCMC under NUTS.
@@ -272,11 +272,16 @@ def sample_pe(
 
     Parameters
     ----------
+    draws, tune, chains : int
+        As in :func:`pymc.sample`.
+    model : pymc.Model, optional
+        Taken from the context when omitted; it is not modified.
+    random_seed : int, optional
+        Seeds the sampler: the same seed gives the same result.
+    progressbar : bool
     n_pseudo : int
         Number of pseudo-samples ``N``. The paper finds 2 to 5 the best value per unit of
         computing time on its mixtures; more lowers the variance at a cost linear in ``N``.
-    draws, tune, chains : int
-        As in :func:`pymc.sample`.
     proposal : "tempered" or Base
         See :func:`pseudo_extended_model`. Only a (normalised) Base gives the evidence.
     beta_min : float
@@ -284,11 +289,6 @@ def sample_pe(
         :func:`pseudo_extended_model`.
     nuts_sampler : {"pymc", "nutpie", "numpyro", "blackjax"}, optional
         Passed to :func:`pymc.sample`; ``None`` lets PyMC choose.
-    random_seed : int, optional
-        Seeds the sampler: the same seed gives the same result.
-    progressbar : bool
-    model : pymc.Model, optional
-        Taken from the context when omitted; it is not modified.
     **sample_kwargs
         Passed to :func:`pymc.sample`. ``target_accept`` defaults to 0.9 here: the
         pseudo-samples swap between target-like (``beta`` near 1) and diffuse (``beta`` near
@@ -318,6 +318,7 @@ def sample_pe(
     procedure of appendix B) and :func:`pymc_tempering.weighted_summary` averages over draws
     and pseudo-samples.
     """
+    draws, tune, chains = check_sampler_args(draws, tune, chains)
     model = modelcontext(model)
     target = Target(model)
     n_pseudo = _check_n_pseudo(n_pseudo)
@@ -335,20 +336,22 @@ def sample_pe(
         model=pe_model,
         **keep_value_variables(nuts_sampler, sample_kwargs),
     )
-    return pe_result(
+    result = pe_result(
         sampled,
         target,
         proposal,
         attrs={
             "nuts_sampler": nuts_sampler or "default",
-            "draws": int(draws),
-            "tune": int(tune),
-            "chains": int(chains),
+            "draws": draws,
+            "tune": tune,
+            "chains": chains,
             "n_pseudo": n_pseudo,
             "beta_min": beta_min if proposal == "tempered" else None,
-            "random_seed": random_seed if isinstance(random_seed, int | np.integer) else None,
+            **seed_attrs(random_seed),
         },
     )
+    warn_problems(result)
+    return result
 
 
 def _flat_pseudo_draws(target: Target, posterior) -> np.ndarray:
