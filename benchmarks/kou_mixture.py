@@ -75,7 +75,7 @@ def run_one(
         idata = pm.sample(model=model, **kwargs)
         est = _moments(idata["posterior"]["x"].transpose("chain", "draw", ...).values, None)
     elif method.startswith("pe"):
-        idata = pmt.sample_pe(int(method[2:]), model=model, **kwargs)
+        idata = pmt.sample_pe(n_pseudo=int(method[2:]), model=model, **kwargs)
         x = idata["posterior"]["x"].transpose("chain", "draw", "pseudo_sample", ...).values
         est = _moments(x, idata["sample_stats"]["log_weight"].values)
     elif method == "ct":

@@ -45,7 +45,7 @@ def main(out=None):
     model = flower_model()
     kwargs = dict(draws=5000, tune=5000, chains=1, random_seed=1, progressbar=False)
     nuts = pm.sample(model=model, **kwargs)["posterior"]["x"].values[0]
-    pe = pmt.sample_pe(2, model=model, **kwargs)
+    pe = pmt.sample_pe(n_pseudo=2, model=model, **kwargs)
     pe_draws = pmt.resample(pe, random_seed=1)["posterior"]["x"].values[0]
     for name, d in [("NUTS", nuts), ("PE", pe_draws)]:
         petals = np.histogram(np.mod(np.arctan2(d[:, 1], d[:, 0]) + np.pi / W, 2 * np.pi),

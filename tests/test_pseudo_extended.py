@@ -168,7 +168,7 @@ def test_bad_input(normal_model, discrete_model, no_free_model):
         with pytest.raises(ValueError, match="n_pseudo"):
             pmt.pseudo_extended_model(model, bad)
     with pytest.raises(ValueError, match="n_pseudo"):
-        pmt.sample_pe(0, model=model)
+        pmt.sample_pe(n_pseudo=0, model=model)
     with pytest.raises(ValueError, match="dimension 3"):
         pmt.pseudo_extended_model(model, 2, proposal=pmt.Base.from_moments(np.zeros(3), np.ones(3)))
     with pytest.raises(ValueError, match="proposal"):
@@ -356,7 +356,7 @@ def test_conjugate_evidence_with_base_proposal():
 def test_same_seed_same_result():
     model = bimodal_model()
     runs = [
-        pmt.sample_pe(2, draws=50, tune=50, chains=2, model=model, random_seed=7,
+        pmt.sample_pe(n_pseudo=2, draws=50, tune=50, chains=2, model=model, random_seed=7,
                       progressbar=False)
         for _ in range(2)
     ]
