@@ -14,6 +14,7 @@ from pymc_tempering.analysis import (
 from pymc_tempering.diagnostics import Diagnosis, diagnose
 from pymc_tempering.base import Base, base_from_result, estimate_log_zeta, fit_base
 from pymc_tempering.plots import plot_inverse_temperature, plot_joint, plot_log_marginal_likelihood
+from pymc_tempering.sampling import DivergenceError
 from pymc_tempering.target import Target
 from pymc_tempering.transforms.continuous_tempering import (
     continuously_tempered_model,
@@ -37,6 +38,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Base",
     "Diagnosis",
+    "DivergenceError",
     "diagnose",
     "plot_inverse_temperature",
     "plot_joint",

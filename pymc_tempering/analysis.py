@@ -16,6 +16,7 @@ import xarray as xr
 from scipy.special import logsumexp
 from xarray import DataTree
 
+from pymc_tempering.diagnostics import diagnose
 from pymc_tempering.estimators import kish_ess, weighted_mean
 from pymc_tempering.results import METHOD_VARIABLES, PSEUDO_SAMPLE
 from pymc_tempering.sampling import split_seed
@@ -32,7 +33,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class LogMarginalLikelihood:
-    """A log marginal likelihood estimate.
+    """A log marginal likelihood estimate with its verdict.
 
     Attributes
     ----------
@@ -43,15 +44,35 @@ class LogMarginalLikelihood:
     per_chain : ndarray
         The estimate from each chain alone; their spread is a check on ``standard_error``.
     method : str
+    reliable : bool
+        Whether the run passed every check of :func:`~pymc_tempering.diagnose`. When False the
+        estimate and its standard error may be wrong together (a missed mode, an unvisited end
+        of the temperature, chains that disagree): do not read the number without reading
+        ``problems``.
+    problems : tuple of str
+        One sentence per failed check, naming the likely cause and what to do.
     """
 
     estimate: float
     standard_error: float
     per_chain: np.ndarray
     method: str
+    reliable: bool = True
+    problems: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        return f"{self.estimate:.3f} ± {self.standard_error:.3f}"
+        text = f"{self.estimate:.3f} ± {self.standard_error:.3f}"
+        if not self.reliable:
+            text += f" (UNRELIABLE: {len(self.problems)} problem(s))"
+        return text
+
+    def __repr__(self) -> str:
+        lines = [
+            f"LogMarginalLikelihood({self.estimate:.4f} ± {self.standard_error:.4f}, "
+            f"method={self.method!r}, reliable={self.reliable})"
+        ]
+        lines += [f"  - {problem}" for problem in self.problems]
+        return "\n".join(lines)
 
 
 def _require(idata: DataTree, group: str, var: str | None = None):
@@ -76,6 +97,11 @@ def _smc_log_marginal_likelihood(idata: DataTree) -> LogMarginalLikelihood:
         standard_error=float("nan"),
         per_chain=per_chain,
         method="smc",
+        reliable=False,
+        problems=(
+            "pm.sample_smc reports no standard error, so nothing says how far off its "
+            "estimate may be (the spread of its chains is the only hint).",
+        ),
     )
 
 
@@ -94,6 +120,7 @@ def log_marginal_likelihood(idata: DataTree) -> LogMarginalLikelihood:
     Returns
     -------
     LogMarginalLikelihood
+        With ``reliable`` and ``problems`` from :func:`~pymc_tempering.diagnose` on the result.
     """
     if (
         "log_marginal_likelihood" not in idata.attrs
@@ -108,11 +135,14 @@ def log_marginal_likelihood(idata: DataTree) -> LogMarginalLikelihood:
             "marginal likelihood."
         )
     _require(idata, "sample_stats", "log_marginal_likelihood")
+    problems = tuple(diagnose(idata).problems)
     return LogMarginalLikelihood(
         estimate=float(idata.attrs["log_marginal_likelihood"]),
         standard_error=float(idata.attrs["log_marginal_likelihood_se"]),
         per_chain=np.asarray(idata["sample_stats"]["log_marginal_likelihood"].values, dtype=float),
         method=str(idata.attrs.get("method", "")),
+        reliable=not problems,
+        problems=problems,
     )
 
 
@@ -131,14 +161,20 @@ def bayes_factor(idata_1: DataTree, idata_2: DataTree) -> LogMarginalLikelihood:
     -------
     LogMarginalLikelihood
         ``estimate`` is the log Bayes factor, ``standard_error`` its standard error and
-        ``per_chain`` empty; ``method`` names the two methods.
+        ``per_chain`` empty; ``method`` names the two methods. It is ``reliable`` only when both
+        evidences are; ``problems`` holds theirs, prefixed with ``model 1:`` / ``model 2:``.
     """
     a, b = log_marginal_likelihood(idata_1), log_marginal_likelihood(idata_2)
+    problems = tuple(f"model 1: {p}" for p in a.problems) + tuple(
+        f"model 2: {p}" for p in b.problems
+    )
     return LogMarginalLikelihood(
         estimate=a.estimate - b.estimate,
         standard_error=float(np.hypot(a.standard_error, b.standard_error)),
         per_chain=np.array([]),
         method=f"log Bayes factor ({a.method} vs {b.method})",
+        reliable=a.reliable and b.reliable,
+        problems=problems,
     )
 
 
@@ -159,7 +195,10 @@ def compare_evidence(results: dict[str, DataTree], prior=None) -> pd.DataFrame:
         ``log_marginal_likelihood``, ``standard_error``, ``log_bayes_factor`` against the best
         model and its ``log_bayes_factor_se``, and ``posterior_probability`` (from the point
         estimates; when log Bayes factors are within a few standard errors of each other, so
-        are the models, whatever these probabilities say).
+        are the models, whatever these probabilities say), and ``reliable`` (the model's
+        evidence passed every check; a Bayes factor against an unreliable evidence is
+        unreliable too, so a row is reliable only when its own and the best model's evidence
+        are) and ``problems``, the number of the model's own failed checks.
     """
     if len(results) < 1:
         raise ValueError("Give at least one result.")
@@ -181,6 +220,8 @@ def compare_evidence(results: dict[str, DataTree], prior=None) -> pd.DataFrame:
                 np.arange(len(names)) == best, 0.0, np.hypot(se, se[best])
             ),
             "posterior_probability": np.exp(log_post - logsumexp(log_post)),
+            "reliable": [lml[n].reliable and lml[names[best]].reliable for n in names],
+            "problems": [len(lml[n].problems) for n in names],
         },
         index=pd.Index(names, name="model"),
     )
