@@ -121,6 +121,12 @@ def log_marginal_likelihood(idata: DataTree) -> LogMarginalLikelihood:
     -------
     LogMarginalLikelihood
         With ``reliable`` and ``problems`` from :func:`~pymc_tempering.diagnose` on the result.
+
+    Raises
+    ------
+    ValueError
+        When the result carries no evidence, or its model has an improper prior (``pm.Flat``,
+        ``pm.HalfFlat``): such a model has no marginal likelihood.
     """
     if (
         "log_marginal_likelihood" not in idata.attrs
@@ -129,6 +135,13 @@ def log_marginal_likelihood(idata: DataTree) -> LogMarginalLikelihood:
         and idata["sample_stats"]["log_marginal_likelihood"].dtype == object
     ):
         return _smc_log_marginal_likelihood(idata)
+    if "improper_prior" in idata.attrs:
+        raise ValueError(
+            f"The model has improper priors ({idata.attrs['improper_prior']}: pm.Flat or "
+            "pm.HalfFlat), so its marginal likelihood does not exist: the prior does not "
+            "integrate to one and any number would be arbitrary. Give those variables proper "
+            "priors to compare models by evidence; the draws themselves are unaffected."
+        )
     if "log_marginal_likelihood" not in idata.attrs:
         raise ValueError(
             f"This result (method {idata.attrs.get('method', 'unknown')!r}) carries no log "

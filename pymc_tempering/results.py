@@ -10,7 +10,8 @@ Layout (see DESIGN.md):
   ``log_marginal_likelihood`` (chain);
 - ``observed_data`` / ``constant_data`` of the user's model;
 - root ``attrs``: scalars only (pooled ``log_marginal_likelihood``, its ``_se``, ``method``,
-  ``log_zeta`` and the method's settings).
+  ``log_zeta``, the method's settings, and ``improper_prior`` naming the variables with an
+  improper prior when the model has any: it then has no marginal likelihood).
 """
 
 from __future__ import annotations
@@ -150,6 +151,8 @@ def build_result(
         log_weight, dims=["chain", "draw", *extra_dims], coords=weight_coords
     )
     root_attrs = {"method": method}
+    if target.improper_variables:
+        root_attrs["improper_prior"] = ", ".join(target.improper_variables)
     if log_marginal_likelihood is not None:
         estimate, se, per_chain = log_marginal_likelihood
         stats["log_marginal_likelihood"] = xr.DataArray(

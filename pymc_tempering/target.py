@@ -186,6 +186,21 @@ class Target:
 
         return logp_and_grad
 
+    @cached_property
+    def improper_variables(self) -> list[str]:
+        """Free variables with an improper prior (``pm.Flat``, ``pm.HalfFlat``).
+
+        A model with one has no marginal likelihood: its prior does not integrate to one, so
+        any number reported as its evidence is meaningless.
+        """
+        from pymc.distributions.continuous import FlatRV, HalfFlatRV
+
+        return [
+            rv.name
+            for rv in self.model.free_RVs
+            if rv.owner is not None and isinstance(rv.owner.op, FlatRV | HalfFlatRV)
+        ]
+
     def dims(self, name: str) -> tuple[str, ...] | None:
         """The dims the model gave to a named variable, if any."""
         dims = self.model.named_vars_to_dims.get(name)
