@@ -97,134 +97,158 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
     -------
     Diagnosis
     """
-    rows, problems = {}, []
-
-    def add(name, value, limit, ok, meaning):
-        rows[name] = {"value": value, "limit": limit, "ok": bool(ok), "meaning": meaning}
-
+    checks = _Checks()
     if "improper_prior" in idata.attrs:
-        problems.append(
+        checks.problems.append(
             f"The model has improper priors ({idata.attrs['improper_prior']}): it has no "
             "marginal likelihood, and the weights bridge to a density that does not integrate "
             "to one. Give those variables proper priors to compare models by evidence."
         )
     stats_ = idata["sample_stats"] if "sample_stats" in idata.children else None
     posterior = idata["posterior"] if "posterior" in idata.children else None
-
     # One inverse temperature per draw (continuous tempering); pseudo-extended results carry one
     # per pseudo-sample, to which the checks of the two ends do not apply.
-    tempered = (
+    beta = None
+    if (
         posterior is not None
         and INVERSE_TEMPERATURE in posterior
         and set(posterior[INVERSE_TEMPERATURE].dims) == {"chain", "draw"}
-    )
-    if tempered:
+    ):
         beta = posterior[INVERSE_TEMPERATURE].transpose("chain", "draw").values
-        low, high = float(np.mean(beta < near)), float(np.mean(beta > 1 - near))
-        trips = _round_trips(beta, near)
-        add("beta_near_0", low, "> 0", low > 0, f"fraction of draws with beta < {near}")
-        add("beta_near_1", high, "> 0", high > 0, f"fraction of draws with beta > {1 - near}")
-        add(
-            "min_end_to_end_passages",
-            int(trips.min()),
-            "> 0",
-            trips.min() > 0,
-            "fewest passages between the two ends of beta in one chain",
-        )
-        if low == 0:
-            problems.append(
-                "The inverse temperature never came near 0: the chains never visited the base, "
-                "so the log marginal likelihood is extrapolated. log_zeta is probably far below "
-                "log Z, or the base far from the target: use bootstrap rounds or a better base."
-            )
-        if high == 0:
-            problems.append(
-                "The inverse temperature never came near 1: the chains never visited the "
-                "target, so the weights rest on base draws. log_zeta is probably far above "
-                "log Z: use bootstrap rounds or a better log_zeta."
-            )
-        if low > 0 and high > 0 and trips.min() == 0:
-            problems.append(
-                "A chain never moved between the base and the target ends of beta: it mixes "
-                "poorly in the temperature, so the chains' estimates are not independent views."
-            )
-
+        _check_temperature_ends(checks, beta, near)
     if stats_ is not None and "diverging" in stats_:
-        diverging = stats_["diverging"].transpose("chain", "draw").values.astype(bool)
-        n_div = int(diverging.sum())
-        add("divergences", n_div, "0", n_div == 0, "NUTS divergent transitions after tuning")
-        if n_div:
-            where = ""
-            if tempered:
-                where = f", at a median beta of {np.median(beta[diverging]):.2f}"
-            problems.append(
-                f"{n_div} of {diverging.size} transitions diverged{where}: NUTS could not enter "
-                "part of the tempered density, so the estimates miss its mass there (the log "
-                "marginal likelihood comes out low, with a standard error that does not show "
-                "it). Divergences near beta = 1 come from the model's own geometry: "
-                "reparameterise it (centred or non-centred groups) as you would for pm.sample. "
-                "Elsewhere, raise target_accept."
-            )
-
+        _check_divergences(checks, stats_["diverging"], beta)
     if stats_ is not None and "log_weight" in stats_ and stats_["log_weight"].ndim == 2:
         lw = stats_["log_weight"].transpose("chain", "draw").values
-        ess = kish_ess(lw)
-        # PSIS on the log weights with arviz-stats' psislw; its k-hat is the tail index of the
-        # weights. psislw follows the PSIS-LOO convention and smooths exp(-input) (it takes
-        # log-likelihood values), so it is given -log_weight. (Given log_weight itself, or
-        # through pareto_khat, it diagnosed the wrong tail: k = 1 for uniform weights, 6 to 9
-        # on runs whose weights had a Kish ESS of 70-99% of the draws.)
-        try:
-            khat = float(array_stats.psislw(-lw.ravel())[1])
-        except ValueError:  # a flat tail ("All tail values are the same"): nothing heavy there
-            khat = float("nan")
-        add("ess_weights", ess, "-", True, "Kish effective sample size of the weights")
-        add("pareto_khat", khat, f"<= {KHAT_LIMIT}", not khat > KHAT_LIMIT, "Pareto k-hat of weights")
-        if khat > KHAT_LIMIT:
-            problems.append(
-                f"The importance weights are heavy-tailed (Pareto k-hat {khat:.2f} > "
-                f"{KHAT_LIMIT}; Kish ESS {ess:.0f} of {lw.size} draws): the largest weights may "
-                "dominate the weighted estimates, whose standard errors are then unreliable. "
-                "With a Kish ESS near the number of draws the tail is heavy only relative to "
-                "very uniform weights; with a small one the base is far from the target."
-            )
-
+        _check_weights(checks, lw)
         if "log_base_weight" in stats_:
             lw0 = stats_["log_base_weight"].transpose("chain", "draw").values
             if "base" in idata.children:
-                z = _base_moment_z(idata, lw0)
-                limit = float(stats.norm.isf(FAMILY_P / (2 * z.size)))
-                max_z = float(np.nanmax(np.abs(z)))
-                add(
-                    "base_moments_max_abs_z",
-                    max_z,
-                    f"<= {limit:.2f}",
-                    max_z <= limit,
-                    "eq. (22): base mean and variance from beta->0 weighted draws, in MCSE",
-                )
-                if max_z > limit:
-                    problems.append(
-                        "The draws weighted towards beta = 0 do not reproduce the base's mean and "
-                        f"variance (max |z| = {max_z:.1f}): the chains have not converged to the "
-                        "tempered joint density, so its estimates are biased. Run longer chains."
-                    )
+                _check_base_moments(checks, idata, lw0)
             if lw.shape[0] > 1:
-                p = _chain_agreement(lw, lw0)
-                add(
-                    "chains_log_z_chi2_p",
-                    p,
-                    f">= {FAMILY_P}",
-                    p >= FAMILY_P,
-                    "per-chain log Z estimates agree within their standard errors",
-                )
-                if p < FAMILY_P:
-                    problems.append(
-                        "The chains' log marginal likelihood estimates disagree beyond their "
-                        f"standard errors (chi-square p = {p:.1e}): some chains explored other "
-                        "modes or temperatures than others. Run longer chains or improve the base."
-                    )
+                _check_chain_agreement(checks, lw, lw0)
+    return Diagnosis(
+        checks=pd.DataFrame.from_dict(checks.rows, orient="index"), problems=checks.problems
+    )
 
-    return Diagnosis(checks=pd.DataFrame.from_dict(rows, orient="index"), problems=problems)
+
+@dataclass
+class _Checks:
+    """The table of checks and the list of problems that :func:`diagnose` fills."""
+
+    rows: dict = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, name, value, limit, ok, meaning):
+        self.rows[name] = {"value": value, "limit": limit, "ok": bool(ok), "meaning": meaning}
+
+
+def _check_temperature_ends(checks: _Checks, beta: np.ndarray, near: float) -> None:
+    low, high = float(np.mean(beta < near)), float(np.mean(beta > 1 - near))
+    trips = _round_trips(beta, near)
+    checks.add("beta_near_0", low, "> 0", low > 0, f"fraction of draws with beta < {near}")
+    checks.add("beta_near_1", high, "> 0", high > 0, f"fraction of draws with beta > {1 - near}")
+    checks.add(
+        "min_end_to_end_passages",
+        int(trips.min()),
+        "> 0",
+        trips.min() > 0,
+        "fewest passages between the two ends of beta in one chain",
+    )
+    if low == 0:
+        checks.problems.append(
+            "The inverse temperature never came near 0: the chains never visited the base, "
+            "so the log marginal likelihood is extrapolated. log_zeta is probably far below "
+            "log Z, or the base far from the target: use bootstrap rounds or a better base."
+        )
+    if high == 0:
+        checks.problems.append(
+            "The inverse temperature never came near 1: the chains never visited the "
+            "target, so the weights rest on base draws. log_zeta is probably far above "
+            "log Z: use bootstrap rounds or a better log_zeta."
+        )
+    if low > 0 and high > 0 and trips.min() == 0:
+        checks.problems.append(
+            "A chain never moved between the base and the target ends of beta: it mixes "
+            "poorly in the temperature, so the chains' estimates are not independent views."
+        )
+
+
+def _check_divergences(checks: _Checks, diverging, beta: np.ndarray | None) -> None:
+    diverging = diverging.transpose("chain", "draw").values.astype(bool)
+    n_div = int(diverging.sum())
+    checks.add("divergences", n_div, "0", n_div == 0, "divergent transitions after tuning")
+    if n_div:
+        where = "" if beta is None else f", at a median beta of {np.median(beta[diverging]):.2f}"
+        checks.problems.append(
+            f"{n_div} of {diverging.size} transitions diverged{where}: the sampler could not "
+            "enter part of the tempered density, so the estimates miss its mass there (the log "
+            "marginal likelihood comes out low, with a standard error that does not show "
+            "it). Divergences near beta = 1 come from the model's own geometry: "
+            "reparameterise it (centred or non-centred groups) as you would for pm.sample. "
+            "Elsewhere, raise target_accept."
+        )
+
+
+def _check_weights(checks: _Checks, lw: np.ndarray) -> None:
+    ess = kish_ess(lw)
+    # PSIS on the log weights with arviz-stats' psislw; its k-hat is the tail index of the
+    # weights. psislw follows the PSIS-LOO convention and smooths exp(-input) (it takes
+    # log-likelihood values), so it is given -log_weight. (Given log_weight itself, or
+    # through pareto_khat, it diagnosed the wrong tail: k = 1 for uniform weights, 6 to 9
+    # on runs whose weights had a Kish ESS of 70-99% of the draws.)
+    try:
+        khat = float(array_stats.psislw(-lw.ravel())[1])
+    except ValueError:  # a flat tail ("All tail values are the same"): nothing heavy there
+        khat = float("nan")
+    checks.add("ess_weights", ess, "-", True, "Kish effective sample size of the weights")
+    checks.add(
+        "pareto_khat", khat, f"<= {KHAT_LIMIT}", not khat > KHAT_LIMIT, "Pareto k-hat of weights"
+    )
+    if khat > KHAT_LIMIT:
+        checks.problems.append(
+            f"The importance weights are heavy-tailed (Pareto k-hat {khat:.2f} > "
+            f"{KHAT_LIMIT}; Kish ESS {ess:.0f} of {lw.size} draws): the largest weights may "
+            "dominate the weighted estimates, whose standard errors are then unreliable. "
+            "With a Kish ESS near the number of draws the tail is heavy only relative to "
+            "very uniform weights; with a small one the base is far from the target."
+        )
+
+
+def _check_base_moments(checks: _Checks, idata: DataTree, lw0: np.ndarray) -> None:
+    z = _base_moment_z(idata, lw0)
+    limit = float(stats.norm.isf(FAMILY_P / (2 * z.size)))
+    max_z = float(np.nanmax(np.abs(z)))
+    checks.add(
+        "base_moments_max_abs_z",
+        max_z,
+        f"<= {limit:.2f}",
+        max_z <= limit,
+        "eq. (22): base mean and variance from beta->0 weighted draws, in MCSE",
+    )
+    if max_z > limit:
+        checks.problems.append(
+            "The draws weighted towards beta = 0 do not reproduce the base's mean and "
+            f"variance (max |z| = {max_z:.1f}): the chains have not converged to the "
+            "tempered joint density, so its estimates are biased. Run longer chains."
+        )
+
+
+def _check_chain_agreement(checks: _Checks, lw: np.ndarray, lw0: np.ndarray) -> None:
+    p = _chain_agreement(lw, lw0)
+    checks.add(
+        "chains_log_z_chi2_p",
+        p,
+        f">= {FAMILY_P}",
+        p >= FAMILY_P,
+        "per-chain log Z estimates agree within their standard errors",
+    )
+    if p < FAMILY_P:
+        checks.problems.append(
+            "The chains' log marginal likelihood estimates disagree beyond their "
+            f"standard errors (chi-square p = {p:.1e}): some chains explored other "
+            "modes or temperatures than others. Run longer chains or improve the base."
+        )
 
 
 def _base_moment_z(idata: DataTree, lw0: np.ndarray) -> np.ndarray:

@@ -122,7 +122,7 @@ def run_kernel(
     description: str = "Sampling",
     progressbar: bool = True,
     max_iterations: int | None = None,
-    trajectory: bool = False,
+    trajectory: bool | tuple[str, ...] = False,
 ) -> Trace:
     """The one driver loop: ``tune`` warm-up iterations, then iterations until ``draws`` are kept.
 
@@ -151,8 +151,9 @@ def run_kernel(
     max_iterations : int, optional
         After warm-up, give up (``RuntimeError``) when a chain has not kept ``draws`` by then.
         Default ``100 * draws``.
-    trajectory : bool
-        Also return every post-warm-up record (see :class:`Trace`).
+    trajectory : bool or tuple of str
+        Also return every post-warm-up record (see :class:`Trace`): all of it with ``True``, or
+        only the named quantities (positions of a large model need not be kept twice).
     """
     max_iterations = 100 * draws if max_iterations is None else int(max_iterations)
     out: dict[str, np.ndarray] = {}
@@ -177,7 +178,8 @@ def run_kernel(
             kept = np.ones(chains, dtype=bool) if keep is None else np.asarray(keep(state, info))
             if every is not None:
                 for name, value in {**values, "kept": kept & (n_kept < draws)}.items():
-                    every.setdefault(name, []).append(np.array(value))
+                    if trajectory is True or name in trajectory or name == "kept":
+                        every.setdefault(name, []).append(np.array(value))
             before = n_kept.min()
             n_kept = _record_kept(out, values, kept, n_kept, draws)
             advance(int(n_kept.min() - before))
