@@ -78,7 +78,7 @@ except ImportError as err:  # pragma: no cover - depends on the environment
         "pip install -e '.[bench]'  (or: pip install scikit-learn)"
     ) from err
 
-from pymc_tempering.dynamics.thermostats import sample_tact  # noqa: E402
+from pymc_tempering.dynamics.tact import sample_tact  # noqa: E402
 from pymc_tempering.target import Target  # noqa: E402
 
 OUT = Path(__file__).parent / "results"
@@ -265,15 +265,17 @@ def main():
 
     x_tr, x_te, y_tr, y_te = load_data(args.test_fraction, args.validate)
     steps_per_epoch = math.ceil(y_tr.size / args.batch_size)
-    burn_in = args.burn_in_epochs * steps_per_epoch
+    # warm-up in iterations of steps_per_sample steps, covering at least burn_in_epochs
+    tune = math.ceil(args.burn_in_epochs * steps_per_epoch / args.steps_per_sample)
+    burn_in = tune * args.steps_per_sample  # in steps
     settings = dict(
-        step_size_theta=args.step_size_theta,
-        step_size_xi=args.step_size_xi,
-        noise_theta=args.noise_theta,
-        noise_xi=args.noise_xi,
+        step_size=args.step_size_theta,
+        step_size_tempering=args.step_size_xi,
+        noise=args.noise_theta,
+        noise_tempering=args.noise_xi,
         steps_per_sample=args.steps_per_sample,
         max_temperature=args.max_temperature,
-        burn_in=burn_in,
+        tune=tune,
     )
     model = bnn_model(x_tr, y_tr, args.hidden, args.batch_size, args.prior_sd)
     target = Target(model)

@@ -33,12 +33,12 @@ def main(draws=3000, chains=4, seed=0):
     with pm.Model() as model:
         pm.Mixture("x", w=W, comp_dists=[pm.Normal.dist(m, SD) for m in MEANS])
     start = np.full((chains, 1), -6.0)
-    common = dict(model=model, chains=chains, step_size=0.01, steps_per_sample=10, burn_in=2000,
+    common = dict(model=model, chains=chains, step_size=0.01, steps_per_sample=10, tune=200,
                   initial_points=start, random_seed=seed, progressbar=False)
     results = {}
     for name, temps in [("replica_exchange_R10", 10), ("single_replica", 1)]:
         t = time.perf_counter()
-        res = sample_replica_exchange(draws, temperatures=temps, max_temperature=10.0, **common)
+        res = sample_replica_exchange(draws, n_temperatures=temps, max_temperature=10.0, **common)
         elapsed = time.perf_counter() - t
         results[name] = {"modes": mode_errors(res.posterior["x"].values), "seconds": elapsed}
         if temps > 1:

@@ -147,16 +147,16 @@ def run_method(method, name, w, mus, sd, rng):
         x = idata.posterior["x"].values.reshape(CHAINS, DRAWS, d)
     elif method in ("sgnht", "tact"):
         model = target_model(w, mus, sd, noisy=True, rng=rng)
-        idata = pmt.sample_tact(DRAWS, model=model, chains=CHAINS, variant=method, step_size_theta=STEP,
-                                steps_per_sample=20, initial_points=start, random_seed=SEED, progressbar=False)
+        idata = pmt.sample_tact(DRAWS, tune=20, model=model, chains=CHAINS, variant=method,
+                                step_size=STEP, steps_per_sample=20, initial_points=start, random_seed=SEED, progressbar=False)
         x = idata.posterior["x"].values.reshape(CHAINS, DRAWS, d)
         extra = {"steps": int(idata.attrs["n_steps"]),
                  "thermostat_theta_mean": float(idata.sample_stats["thermostat_theta"].values.mean())}
     else:
         model = target_model(w, mus, sd, noisy=True, rng=rng)
-        idata = pmt.sample_replica_exchange(DRAWS, model=model, chains=CHAINS, temperatures=10, max_temperature=10.0,
+        idata = pmt.sample_replica_exchange(DRAWS, model=model, chains=CHAINS, n_temperatures=10, max_temperature=10.0,
                                             exchange_every=10, minibatch=True, step_size=STEP, steps_per_sample=10,
-                                            burn_in=2000, initial_points=start, random_seed=SEED, progressbar=False)
+                                            tune=200, initial_points=start, random_seed=SEED, progressbar=False)
         x = idata.posterior["x"].values.reshape(CHAINS, DRAWS, d)
         rex = idata["replica_exchange"]
         extra = {"swap_acceptance_rate": rex["swap_acceptance_rate"].mean("chain").values.round(3).tolist(),

@@ -25,16 +25,18 @@ import pymc as pm
 from arviz_stats.base.array import array_stats
 from scipy.stats import norm
 
-from pymc_tempering.dynamics.thermostats import TACTSettings, sample_tact, thermostat_reference
+from pymc_tempering.dynamics.tact import sample_tact
+from pymc_tempering.kernels.thermostats import TACTSettings, thermostat_reference
 
 OUT = Path(__file__).parent / "results"
 NOISE = 3.0
 SETTINGS = dict(
-    step_size_theta=0.01,
-    step_size_xi=0.001,
-    noise_theta=0.05,
-    noise_xi=0.05,
+    step_size=0.01,
+    step_size_tempering=0.001,
+    noise=0.05,
+    noise_tempering=0.05,
     steps_per_sample=20,
+    tune=20,  # warm-up iterations of 20 steps (the former default burn-in of 400 steps)
     gradient_noise=NOISE,
 )
 VARIANTS = {"tact": "TACT-HMC", "tempering_only": "tempered, no thermostats", "sgnht": "thermostats, no tempering"}

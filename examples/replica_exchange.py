@@ -62,10 +62,10 @@ def main(argv=None):
     start = np.full((SETTINGS["chains"], 1), -1.0)  # every replica starts in the lighter mode
 
     results = {}
-    for name, temperatures in [("replica exchange", 8), ("one replica", 1)]:
+    for name, n_temperatures in [("replica exchange", 8), ("one replica", 1)]:
         t0 = time.perf_counter()
         results[name] = pmt.sample_replica_exchange(
-            args.draws, model=model, temperatures=temperatures, max_temperature=10.0,
+            args.draws, tune=20, model=model, n_temperatures=n_temperatures, max_temperature=10.0,
             initial_points=start, random_seed=args.seed, progressbar=False, **SETTINGS)
         results[name].attrs["wall_time"] = time.perf_counter() - t0
 

@@ -50,7 +50,7 @@ from _minibatch_bimodal import (  # noqa: E402
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 
-SETTINGS = dict(step_size_theta=1e-3, noise_theta=0.05, max_temperature=10.0, steps_per_sample=50)
+SETTINGS = dict(step_size=1e-3, noise=0.05, max_temperature=10.0, steps_per_sample=50)
 
 
 def gradient_noise_variance(theta: np.ndarray) -> np.ndarray:
@@ -78,7 +78,7 @@ def main(argv=None):
     results = {}
     for variant in ["tact", "sgnht"]:
         t0 = time.perf_counter()
-        results[variant] = pmt.sample_tact(args.draws, model=model, variant=variant,
+        results[variant] = pmt.sample_tact(args.draws, tune=20, model=model, variant=variant,
                                            initial_points=start, random_seed=args.seed,
                                            progressbar=False, **SETTINGS)
         results[variant].attrs["wall_time"] = time.perf_counter() - t0
@@ -91,14 +91,14 @@ def main(argv=None):
         z_mean, z_se = mean_and_mcse(z)
         # Theorem 1 (continuous time): z = c + eta sigma_f^2 / 2. The Euler step
         # r <- (1 - z) r + eta f + N(0, 2 c eta) keeps E r^2 = eta when z (2 - z) = 2 c + eta sigma_f^2.
-        noise = SETTINGS["step_size_theta"] * np.mean(gradient_noise_variance(theta))
-        z_theory = SETTINGS["noise_theta"] + noise / 2
-        z_euler = 1 - np.sqrt(1 - 2 * SETTINGS["noise_theta"] - noise)
+        noise = SETTINGS["step_size"] * np.mean(gradient_noise_variance(theta))
+        z_theory = SETTINGS["noise"] + noise / 2
+        z_euler = 1 - np.sqrt(1 - 2 * SETTINGS["noise"] - noise)
         print(f"{variant} ({theta.size} draws, {idata.attrs['n_steps']} steps, "
               f"{idata.attrs['wall_time']:.0f} s):")
         print_theta_summary(theta, exact_p_pos, exact_sd)
         print(f"  mean z_theta = {z_mean:.3f} ± {z_se:.3f}   (Theorem 1: {z_theory:.3f}, "
-              f"its Euler-step version: {z_euler:.3f}; c = {SETTINGS['noise_theta']})")
+              f"its Euler-step version: {z_euler:.3f}; c = {SETTINGS['noise']})")
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     labels = {"tact": "TACT-HMC", "sgnht": "SGNHT (no tempering)"}

@@ -30,7 +30,7 @@ from pymc_tempering.step_methods.gibbs_inverse_temperature import (
 from pymc_tempering.dynamics.ais import sample_ais
 from pymc_tempering.dynamics.simulated_tempering import sample_simulated_tempering
 from pymc_tempering.dynamics.ergodic import ErgodicApproximation, fit_ergodic
-from pymc_tempering.dynamics.thermostats import sample_tact
+from pymc_tempering.dynamics.tact import sample_tact
 from pymc_tempering.dynamics.replica_exchange import sample_replica_exchange
 
 __version__ = "0.1.0"

@@ -1,8 +1,9 @@
 """TACT-HMC (Luo et al. 2018): exactness without noise, Theorem 1's thermostat values, the
-synthetic multimodal experiments of section 5.1 and their ablations.
+synthetic multimodal experiments of section 5.1 and their ablations; the thermostat kernel.
 
-Every statistical check is ``|estimate - truth| < 4 * MCSE`` with the MCSE from arviz-stats'
-multi-chain ESS, after checking that the ESS is large enough for the MCSE to be trusted.
+Every statistical check is ``|estimate - truth| < K * MCSE`` (``tests/checks.py``, ``K = 4``) with
+the MCSE from arviz-stats, after checking that the ESS is large enough for the MCSE to be
+trusted. Seeds come from ``checks.seed`` (shifted by ``PMT_TEST_SEED``).
 """
 
 from __future__ import annotations
@@ -11,34 +12,35 @@ import numpy as np
 import pymc as pm
 import pytest
 from arviz_stats.base.array import array_stats
+from checks import K, assert_within_mcse, mcse_of_mean, seed
 
 import pymc_tempering as pmt
-from pymc_tempering.dynamics.thermostats import (
-    TACTSettings,
-    coupling,
-    initial_tact_state,
-    minibatch_energy_and_force,
-    sample_tact,
-    tact_step,
-    thermostat_reference,
-)
+from pymc_tempering.driver import Info
+from pymc_tempering.dynamics.tact import sample_tact
+from pymc_tempering.kernels import thermostats
+from pymc_tempering.kernels.thermostats import TACTSettings, coupling, thermostat_reference
+from pymc_tempering.sampling import DivergenceError
 from pymc_tempering.target import Target
-
-K = 4.0  # tolerance in Monte Carlo standard errors
 
 
 def mean_and_mcse(series: np.ndarray) -> tuple[float, float, float]:
-    """Mean, MCSE and ESS of a (chain, draw) series."""
+    """Mean, MCSE (``checks.mcse_of_mean``) and bulk ESS of a (chain, draw) series."""
     series = np.asarray(series, dtype=float)
-    ess = float(array_stats.ess(series, method="mean"))
-    return float(series.mean()), float(series.std() / np.sqrt(ess)), ess
+    ess = float(array_stats.ess(series, method="bulk"))
+    return float(series.mean()), float(mcse_of_mean(series)), ess
 
 
 def assert_close(series, truth, min_ess=200, what=""):
-    est, se, ess = mean_and_mcse(series)
-    assert ess > min_ess, f"{what}: ESS {ess:.0f} too small to trust the MCSE"
-    assert abs(est - truth) < K * se, f"{what}: {est:.4f} vs {truth:.4f} (MCSE {se:.4f})"
-    return est, se, ess
+    return assert_within_mcse(series, truth, min_ess=min_ess, what=what)
+
+
+EULER_SLACK = 0.03  # relative discretisation bias of second moments under the thermostat
+
+
+def assert_within_mcse_up_to(values, truth, slack, min_ess, what):
+    """``|mean - truth| < K * MCSE + slack``, after the ESS check of ``assert_within_mcse``."""
+    mean, se = assert_within_mcse(values, truth, k=np.inf, min_ess=min_ess, what=what)
+    assert abs(mean - truth) < K * se + slack, f"{what}: {mean} vs {truth}, MCSE {se}, slack {slack}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -60,16 +62,44 @@ def test_step_without_noise_friction_or_tempering_is_symplectic_euler():
     """With c = 0, constant friction 0 and lambda = 1 a step is r += eta f; theta += r."""
     with pm.Model() as model:
         pm.Normal("x", 0, 1, shape=3)
-    evaluate = minibatch_energy_and_force(Target(model))
+    evaluate = Target(model).batched_logp_and_grad()
     s = TACTSettings(0.01, 0.001, 0.0, 0.0, 1.0, 1.0, thermostat=False, tempering=False)
     rng = np.random.default_rng(0)
-    state = initial_tact_state(rng.normal(size=(5, 3)), s, rng)
-    new, energy = tact_step(state, evaluate, s, rng.normal(size=(5, 4)))
+    state = thermostats.init(rng.normal(size=(5, 3)), s, rng)
+    new, info = thermostats.step(state, s, evaluate, rng)
     r = state.r_theta + 0.01 * (-state.theta)
     np.testing.assert_allclose(new.r_theta, r)
     np.testing.assert_allclose(new.theta, state.theta + r)
-    np.testing.assert_allclose(energy, 0.5 * np.sum(state.theta**2, -1) + 1.5 * np.log(2 * np.pi))
+    energy = 0.5 * np.sum(state.theta**2, -1) + 1.5 * np.log(2 * np.pi)
+    np.testing.assert_allclose(info.energy, energy)
     assert state.theta is not new.theta  # the old state is left alone
+
+
+def test_kernel_step_reports_info_and_raises_on_blow_up():
+    """The kernel returns an ``Info`` (no Metropolis test: acceptance 1, never diverging); a
+    position or energy that becomes non-finite raises the library's ``DivergenceError``."""
+    with pm.Model() as model:
+        pm.Normal("x", 0, 1, shape=2)
+    evaluate = Target(model).batched_logp_and_grad()
+    s = TACTSettings(0.01, 0.001, 0.05, 0.05, 1.0, 1.0)
+    rng = np.random.default_rng(0)
+    state = thermostats.init(np.zeros((3, 2)), s, rng)
+    new, info = thermostats.step(state, s, evaluate, rng)
+    assert isinstance(info, Info)
+    np.testing.assert_array_equal(info.acceptance_rate, np.ones(3))
+    np.testing.assert_array_equal(info.diverging, np.zeros(3, dtype=bool))
+    np.testing.assert_allclose(info.energy, -evaluate(state.theta)[0])
+    assert new.abf_count.sum() == 3 and new.energy_count.tolist() == [1.0] * 3
+    # a step size far beyond stability: |theta| grows by ~ eta per step until it overflows
+    wild = s._replace(eta_theta=1e6, thermostat=False)
+    blown = state._replace(theta=np.full((3, 2), 1e300))
+    with pytest.raises(DivergenceError, match="step_size"), np.errstate(all="ignore"):
+        thermostats.step(blown, wild, evaluate, rng)
+    # the driver names the step: |theta| grows a million-fold per step from 1e100
+    with pytest.raises(DivergenceError, match=r"diverged at step \d+.*step_size"):
+        with np.errstate(all="ignore"):
+            sample_tact(5, 0, 1, model=model, step_size=1e6, steps_per_sample=50,
+                        initial_points=np.full((1, 2), 1e100), progressbar=False)
 
 
 def test_discrete_model_refused(discrete_model):
@@ -89,7 +119,7 @@ def test_unknown_variant_refused(normal_model):
 MU = np.array([1.0, -0.5])
 COV = np.array([[1.0, 0.6], [0.6, 2.0]])
 GAUSS_SETTINGS = dict(
-    step_size_theta=0.01, noise_theta=0.05, thermal_inertia_theta=1.0, steps_per_sample=20
+    step_size=0.01, noise=0.05, thermal_inertia=1.0, steps_per_sample=20, tune=20
 )
 
 
@@ -108,15 +138,22 @@ def test_sgnht_keeps_gaussian_and_thermostat_reaches_theorem_1(gaussian_model, g
         model=gaussian_model,
         variant="sgnht",
         gradient_noise=(0.0, gradient_noise),
-        random_seed=11,
+        random_seed=seed(11),
         progressbar=False,
         **GAUSS_SETTINGS,
     )
     x = idata.posterior["x"].values
     for i in range(2):
         assert_close(x[..., i], MU[i], what=f"mean {i}")
+    # The thermostat holds the Euler momenta at E r^2 = eta, which makes the configurational
+    # temperature of the discrete dynamics about 2.6 % low (the stationary covariance of the
+    # linear recursion r' = (1 - z) r - eta f + noise, q' = q + r' by the discrete Lyapunov
+    # equation, for both eigenvalues of COV). Seen on seeds 11, 111, 211: second moments
+    # 1.3-2.2 MCSE low. Allowing 3 % keeps the K-MCSE test at its nominal 6e-5.
     for i, j in [(0, 0), (0, 1), (1, 1)]:
-        assert_close((x[..., i] - MU[i]) * (x[..., j] - MU[j]), COV[i, j], what=f"cov {i}{j}")
+        cov = (x[..., i] - MU[i]) * (x[..., j] - MU[j])
+        slack = EULER_SLACK * np.sqrt(COV[i, i] * COV[j, j])
+        assert_within_mcse_up_to(cov, COV[i, j], slack, 200, f"cov {i}{j}")
     s = TACTSettings(0.01, 0.001, 0.05, 0.05, 1.0, 1.0)
     ref_mean, ref_sd = thermostat_reference(s, 2, gradient_noise_sd=gradient_noise)["thermostat_theta"]
     z = idata.sample_stats["thermostat_theta"].values
@@ -127,7 +164,7 @@ def test_sgnht_keeps_gaussian_and_thermostat_reaches_theorem_1(gaussian_model, g
 def test_constant_friction_without_noise_keeps_gaussian(gaussian_model):
     """SGHMC without gradient noise is exact (up to discretisation) too; its friction is fixed."""
     idata = sample_tact(
-        1000, model=gaussian_model, variant="sghmc", random_seed=12, progressbar=False, **GAUSS_SETTINGS
+        1000, model=gaussian_model, variant="sghmc", random_seed=seed(12), progressbar=False, **GAUSS_SETTINGS
     )
     x = idata.posterior["x"].values
     for i in range(2):
@@ -146,7 +183,7 @@ def test_sghmc_with_unknown_noise_overheats(gaussian_model):
         model=gaussian_model,
         variant="sghmc",
         gradient_noise=(0.0, 3.0),
-        random_seed=13,
+        random_seed=seed(13),
         progressbar=False,
         **GAUSS_SETTINGS,
     )
@@ -165,11 +202,12 @@ M1 = np.array([-5.0, 0.0, 5.0])
 SD1 = 0.6
 NOISE = 3.0  # sd of the noise added to the energy and to the gradient
 MIX_SETTINGS = dict(
-    step_size_theta=0.01,
-    step_size_xi=0.001,
-    noise_theta=0.05,
-    noise_xi=0.05,
+    step_size=0.01,
+    step_size_tempering=0.001,
+    noise=0.05,
+    noise_tempering=0.05,
     steps_per_sample=20,
+    tune=20,
     gradient_noise=NOISE,
 )
 
@@ -200,7 +238,7 @@ def _labels(x, means):
 
 @pytest.fixture(scope="module")
 def tact_1d(mixture_1d):
-    return _run_1d(mixture_1d, "tact", 1500, 21)
+    return _run_1d(mixture_1d, "tact", 1500, seed(21))
 
 
 def test_tact_recovers_mode_weights_1d(tact_1d):
@@ -232,7 +270,7 @@ def _switch_rate(lab):
 
 def test_ablation_without_tempering_gets_stuck(mixture_1d, tact_1d):
     """Same steps per draw, same start: without tempering the chains (almost) never change mode."""
-    idata = _run_1d(mixture_1d, "sgnht", 500, 22)
+    idata = _run_1d(mixture_1d, "sgnht", 500, seed(22))
     lab = _labels(idata.posterior["x"].values, M1)
     tact_rate = _switch_rate(_labels(tact_1d.posterior["x"].values, M1))
     assert tact_rate > 0.02
@@ -245,7 +283,7 @@ def test_ablation_without_thermostats_spreads(mixture_1d):
     lies more than 2.5 sd from every mode."""
     from scipy.stats import norm
 
-    idata = _run_1d(mixture_1d, "tempering_only", 1000, 23)
+    idata = _run_1d(mixture_1d, "tempering_only", 1000, seed(23))
     x = idata.posterior["x"].values
     far = (np.min(np.abs(x[..., None] - M1), axis=-1) > 2.5 * SD1).astype(float)
     truth = 2 * norm.sf(2.5)  # the modes are 5 apart: their overlap is negligible
@@ -298,7 +336,7 @@ def test_tact_recovers_mode_weights_2d(name):
         6000,
         model=model,
         initial_points=np.tile(mus[-1], (4, 1)),
-        random_seed=31,
+        random_seed=seed(31),
         progressbar=False,
         **MIX_SETTINGS,
     )
@@ -335,9 +373,10 @@ def test_minibatch_model_without_gradient_code(minibatch_model):
         500,
         model=model,
         variant="sgnht",
-        step_size_theta=1e-3,
+        step_size=1e-3,
         steps_per_sample=20,
-        random_seed=3,
+        tune=20,
+        random_seed=seed(3),
         progressbar=False,
     )
     assert {k: v for k, v in model_fingerprint(model).items() if k != "logp"} == before
@@ -349,20 +388,21 @@ def test_minibatch_model_without_gradient_code(minibatch_model):
 
 def test_minibatch_changes_every_call(minibatch_model):
     model = minibatch_model[0]
-    evaluate = minibatch_energy_and_force(Target(model), random_seed=1)
+    evaluate = Target(model).batched_logp_and_grad(random_seed=1)
     theta = np.zeros((1, 1))
-    energies = [float(evaluate(theta)[0][0]) for _ in range(5)]
+    energies = [-float(evaluate(theta)[0][0]) for _ in range(5)]
     assert len(set(energies)) > 1
     # the same seed draws the same minibatches (PyMC must not reseed them at compile time)
-    again = minibatch_energy_and_force(Target(model), random_seed=1)
-    assert [float(again(theta)[0][0]) for _ in range(5)] == energies
-    other = minibatch_energy_and_force(Target(model), random_seed=2)
-    assert [float(other(theta)[0][0]) for _ in range(5)] != energies
+    again = Target(model).batched_logp_and_grad(random_seed=1)
+    assert [-float(again(theta)[0][0]) for _ in range(5)] == energies
+    other = Target(model).batched_logp_and_grad(random_seed=2)
+    assert [-float(other(theta)[0][0]) for _ in range(5)] != energies
 
 
 def test_minibatch_run_reproducible(minibatch_model):
-    kwargs = dict(model=minibatch_model[0], chains=1, steps_per_sample=5, random_seed=7,
-                  step_size_theta=1e-3,
+    kwargs = dict(model=minibatch_model[0], tune=20, chains=1, steps_per_sample=5,
+                  random_seed=seed(7),
+                  step_size=1e-3,
                   progressbar=False)
     a, b = pmt.sample_tact(20, **kwargs), pmt.sample_tact(20, **kwargs)
     np.testing.assert_array_equal(a.posterior["mu"].values, b.posterior["mu"].values)
@@ -370,7 +410,8 @@ def test_minibatch_run_reproducible(minibatch_model):
 
 def test_reproducible_and_public(normal_model):
     model = normal_model[0]
-    kwargs = dict(model=model, chains=2, steps_per_sample=5, random_seed=7, progressbar=False)
+    kwargs = dict(model=model, tune=20, chains=2, steps_per_sample=5, random_seed=seed(7),
+                  progressbar=False)
     a = pmt.sample_tact(20, **kwargs)
     b = pmt.sample_tact(20, **kwargs)
     np.testing.assert_array_equal(a.posterior["mu"].values, b.posterior["mu"].values)

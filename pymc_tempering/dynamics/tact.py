@@ -1,0 +1,333 @@
+"""TACT-HMC: thermostat-assisted continuously-tempered Hamiltonian Monte Carlo (Luo et al. 2018).
+
+The sampler (:func:`sample_tact`) runs the Nosé-Hoover dynamics of
+:mod:`pymc_tempering.kernels.thermostats` on the model's flat unconstrained space through the one
+driver loop (:func:`~pymc_tempering.driver.run_kernel`): one loop iteration is
+``steps_per_sample`` Euler steps followed by a momentum refresh (Algorithm 1, line 18), and a
+chain's state is kept as a draw when its effective temperature ``1 / lambda(xi)`` is exactly one
+(Algorithm 1, line 16). The ``tune`` warm-up iterations run the same dynamics and are discarded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+import pymc as pm
+import xarray as xr
+from pymc.model import modelcontext
+
+from pymc_tempering.driver import driver_result, run_kernel
+from pymc_tempering.kernels import thermostats
+from pymc_tempering.kernels.thermostats import TACTSettings, coupling
+from pymc_tempering.sampling import check_sampler_args, split_seed
+from pymc_tempering.target import Target
+
+__all__ = ["VARIANTS", "sample_tact"]
+
+#: The variants of :func:`sample_tact`: (thermostats on, tempering on).
+VARIANTS = {
+    "tact": (True, True),  # the full method
+    "sgnht": (True, False),  # thermostats without tempering (Ding et al. 2014)
+    "tempering_only": (False, True),  # tempering with a constant friction, no thermostats
+    "sghmc": (False, False),  # constant friction, no tempering (Chen et al. 2014)
+}
+
+# The stats of every kept draw (and of every trajectory record).
+STATS = (
+    "effective_temperature",
+    "tempering_variable",
+    "thermostat_theta",
+    "thermostat_xi",
+    "kinetic_temperature",
+    "potential_energy",
+    "step",
+)
+
+
+class _Loop(NamedTuple):
+    """The driver's state: the chains' dynamics and the steps taken so far (warm-up included)."""
+
+    dynamics: thermostats.TACTState
+    n_steps: int
+
+
+class _Info(NamedTuple):
+    """One iteration's report: the last step's ``Info`` fields and the kinetic temperature
+    before the momenta were refreshed."""
+
+    acceptance_rate: np.ndarray
+    diverging: np.ndarray
+    energy: np.ndarray
+    kinetic_temperature: np.ndarray
+
+
+def _noisy(logp_and_grad, energy_sd, gradient_sd, rng):
+    """``logp_and_grad`` with Gaussian noise the dynamics does not know about (a testing aid)."""
+    if not energy_sd and not gradient_sd:
+        return logp_and_grad
+
+    def noisy(theta):
+        lp, g = logp_and_grad(theta)
+        return (
+            lp - energy_sd * rng.standard_normal(lp.shape),  # U = -lp gets +sd * noise
+            g + gradient_sd * rng.standard_normal(g.shape),
+        )
+
+    return noisy
+
+
+def _iteration(logp_and_grad, steps_per_sample: int, resample_momenta: bool, callback):
+    """One loop iteration: ``steps_per_sample`` kernel steps, then the momentum refresh."""
+
+    def iterate(loop: _Loop, settings: TACTSettings, rng: np.random.Generator):
+        state, n_steps = loop
+        for _ in range(steps_per_sample):
+            if callback is not None:
+                callback(n_steps)
+            n_steps += 1
+            state, info = thermostats.step(
+                state, settings, logp_and_grad, rng,
+                where=f"TACT-HMC diverged at step {n_steps}",
+                remedy="reduce step_size or raise noise",
+            )
+        kinetic = thermostats.kinetic_temperature(state, settings)
+        if resample_momenta:
+            state = thermostats.refresh_momenta(state, settings, rng)
+        return _Loop(state, n_steps), _Info(*info, kinetic)
+
+    return iterate
+
+
+def _record(settings: TACTSettings):
+    def record(loop: _Loop, info: _Info) -> dict:
+        state = loop.dynamics
+        lam, _ = coupling(state.xi, settings)
+        return {
+            "x": state.theta,
+            "effective_temperature": 1.0 / lam,
+            "tempering_variable": state.xi,
+            "thermostat_theta": state.z_theta,
+            "thermostat_xi": state.z_xi,
+            "kinetic_temperature": info.kinetic_temperature,
+            "potential_energy": info.energy,
+            "step": np.full(state.xi.shape, float(loop.n_steps)),
+        }
+
+    return record
+
+
+def _trajectory_group(trajectory: dict) -> xr.Dataset:
+    """Every post-warm-up iteration's stats ``(chain, interval)`` and whether it was kept."""
+    data = {name: trajectory[name] for name in (*STATS, "kept")}
+    chains, intervals = data["kept"].shape
+    return xr.Dataset(
+        {name: (("chain", "interval"), value) for name, value in data.items()},
+        coords={"chain": np.arange(chains), "interval": np.arange(intervals)},
+    )
+
+
+def _abf_group(state: thermostats.TACTState, settings: TACTSettings) -> xr.Dataset:
+    """The biasing force per bin and chain at the end."""
+    centres = (np.arange(settings.abf_bins) + 0.5) / settings.abf_bins
+    lam_c, dlam_c = coupling(centres, settings)
+    mean_energy = thermostats.abf_mean_energy(state, settings)
+    return xr.Dataset(
+        {
+            "mean_energy": (("chain", "abf_bin"), mean_energy),
+            "mean_force": (("chain", "abf_bin"), dlam_c * mean_energy),
+            "count": (("chain", "abf_bin"), state.abf_count),
+        },
+        coords={
+            "chain": np.arange(mean_energy.shape[0]),
+            "abf_bin": np.arange(settings.abf_bins),
+            "tempering_variable": ("abf_bin", centres),
+            "effective_temperature": ("abf_bin", 1.0 / lam_c),
+        },
+    )
+
+
+def _check_options(variant, positive: dict, max_temperature, unit_temperature_fraction):
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {sorted(VARIANTS)}, got {variant!r}.")
+    for name, value in positive.items():
+        if not value > 0:
+            raise ValueError(f"{name} must be positive, got {value}.")
+    if not max_temperature >= 1:
+        raise ValueError(f"max_temperature must be at least 1, got {max_temperature}.")
+    if not 0 < unit_temperature_fraction < 1:
+        raise ValueError("unit_temperature_fraction must lie in (0, 1).")
+
+
+def _initial_points(target: Target, initial_points, jitter, chains, seed) -> np.ndarray:
+    if initial_points is None:
+        start = target.ravel(target.model.initial_point())
+        initial_points = thermostats.jittered_positions(
+            start, jitter, (chains, target.ndim), np.random.default_rng(seed)
+        )
+    initial_points = np.asarray(initial_points, dtype=float)
+    if initial_points.shape != (chains, target.ndim):
+        raise ValueError(
+            f"initial_points must have shape {(chains, target.ndim)}, got {initial_points.shape}."
+        )
+    return initial_points
+
+
+def _result(target, trace, settings, attrs, random_seed):
+    stats = {name: trace.draws[name] for name in STATS}
+    energy = stats["potential_energy"]
+    stats["diverging"] = np.zeros(energy.shape, dtype=bool)
+    stats["acceptance_rate"] = np.ones(energy.shape)
+    stats["lp"] = -energy
+    groups = {
+        "tact_trajectory": _trajectory_group(trace.trajectory),
+        "abf": _abf_group(trace.state.dynamics, settings),
+    }
+    attrs = {**attrs, "n_steps": trace.state.n_steps}
+    return driver_result(
+        target, trace.draws["x"], method="tact_hmc", sample_stats=stats,
+        random_seed=random_seed, attrs=attrs, extra_groups=groups,
+    )
+
+
+def sample_tact(
+    draws: int = 1000,
+    tune: int = 1000,
+    chains: int = 4,
+    *,
+    model: pm.Model | None = None,
+    random_seed=None,
+    progressbar: bool = True,
+    variant: str = "tact",
+    step_size: float = 0.01,
+    step_size_tempering: float = 0.001,
+    noise: float = 0.05,
+    noise_tempering: float = 0.05,
+    thermal_inertia: float = 1.0,
+    thermal_inertia_tempering: float = 1.0,
+    steps_per_sample: int = 50,
+    max_temperature: float = 10.0,
+    unit_temperature_fraction: float = 0.3,
+    abf_bins: int = 20,
+    abf_ramp: float = 100.0,
+    resample_momenta: bool = True,
+    initial_points: np.ndarray | None = None,
+    jitter: float = 1.0,
+    max_iterations: int | None = None,
+    callback: Callable[[int], None] | None = None,
+    gradient_noise: float | tuple[float, float] = 0.0,
+) -> xr.DataTree:
+    """Sample a (minibatched) PyMC model with TACT-HMC (Luo et al. 2018, Algorithm 1).
+
+    Runs the thermostat-assisted continuously-tempered Nosé-Hoover dynamics on the model's flat
+    unconstrained space and keeps, every ``steps_per_sample`` steps, the position of each chain
+    whose effective temperature is one. The log density and its gradient come from the model
+    (compiled once); a ``pm.Minibatch`` in it draws a fresh minibatch at every step, and the
+    thermostats absorb the minibatch noise.
+
+    Parameters
+    ----------
+    draws, tune, chains : int
+        Draws kept per chain (at unit effective temperature); warm-up iterations of
+        ``steps_per_sample`` steps each, discarded; independent chains, simulated together.
+    model : pymc.Model, optional
+        Taken from the context when omitted; never modified.
+    random_seed : int, numpy.random.Generator, optional
+        The same seed gives the same result, minibatches included.
+    progressbar : bool
+    variant : {"tact", "sgnht", "tempering_only", "sghmc"}
+        ``"tact"``: the method. Ablations: ``"sgnht"`` thermostats without tempering;
+        ``"tempering_only"`` tempering with the constant friction ``noise*`` in place of the
+        thermostats; ``"sghmc"`` constant friction, no tempering.
+    step_size, step_size_tempering : float
+        ``eta = dt^2 / m`` of the parameters and of the tempering variable (``eta_theta``,
+        ``eta_xi`` of Algorithm 1). The parameters move about ``sqrt(eta)`` per step.
+    noise, noise_tempering : float
+        Level ``c`` of the injected noise ``N(0, 2 c eta)``; also the friction the thermostats
+        settle at without gradient noise, and the constant friction of the ablations.
+    thermal_inertia, thermal_inertia_tempering : float
+        ``gamma`` of Algorithm 1: larger is a slower, smoother thermostat.
+    steps_per_sample : int
+        ``K``: steps between two candidate draws (one loop iteration).
+    max_temperature, unit_temperature_fraction : float
+        Highest effective temperature ``1 / lambda(1)``; part of the tempering well where the
+        temperature is one (draws are kept there).
+    abf_bins, abf_ramp : int, float
+        Bins of the adaptive biasing force, and the weight in visits of the overall mean energy
+        in each bin's estimate.
+    resample_momenta : bool
+        Redraw the momenta after every iteration (exact: they are ``N(0, eta)`` at every
+        temperature).
+    initial_points : ndarray, shape (chains, ndim), optional
+        Flat unconstrained starting points; default the model's initial point plus uniform
+        ``jitter`` (half-width).
+    jitter : float
+    max_iterations : int, optional
+        Give up (``RuntimeError``) when a chain has not kept ``draws`` after this many
+        iterations past the warm-up; default ``100 * draws``.
+    callback : callable, optional
+        ``callback(step)`` before each gradient evaluation, e.g. to set a ``pm.Data`` minibatch.
+    gradient_noise : float or (float, float)
+        **Testing aid.** Standard deviations of Gaussian noise added to the potential and to each
+        gradient component, unknown to the dynamics (section 5.1). One number is used for both.
+
+    Returns
+    -------
+    xarray.DataTree
+        ``posterior``: the model's variables; ``sample_stats``: ``effective_temperature``,
+        ``thermostat_theta``, ``thermostat_xi``, ``tempering_variable``, ``kinetic_temperature``,
+        ``potential_energy``, ``step``, ``lp`` (``-potential_energy``), ``diverging``,
+        ``acceptance_rate`` and ``log_weight`` (zeros) of each kept draw; ``tact_trajectory``: the
+        stats (and ``kept``) of every iteration after the warm-up; ``abf``: the biasing force
+        per bin and chain at the end; attrs: the settings, the variant and the seed.
+
+    Raises
+    ------
+    ValueError
+        Discrete free variables, an unknown variant or bad settings.
+    DivergenceError
+        When the dynamics diverge (reduce ``step_size``).
+    """
+    draws, tune, chains = check_sampler_args(draws, tune, chains)
+    _check_options(variant, {
+        "step_size": step_size, "step_size_tempering": step_size_tempering,
+        "thermal_inertia": thermal_inertia, "thermal_inertia_tempering": thermal_inertia_tempering,
+    }, max_temperature, unit_temperature_fraction)
+    if int(steps_per_sample) != steps_per_sample or steps_per_sample < 1:
+        raise ValueError(f"steps_per_sample must be an integer of at least 1, got {steps_per_sample}.")
+    target = Target(modelcontext(model))  # refuses discrete models
+    thermostat, tempering = VARIANTS[variant]
+    settings = TACTSettings(
+        float(step_size), float(step_size_tempering), float(noise), float(noise_tempering),
+        float(thermal_inertia), float(thermal_inertia_tempering), float(unit_temperature_fraction),
+        1.0 / float(max_temperature), int(abf_bins), float(abf_ramp), thermostat, tempering,
+    )
+    seed_init, seed_dyn, seed_batch, seed_noise = split_seed(random_seed, 4)
+    rng = np.random.default_rng(seed_dyn)
+    energy_sd, gradient_sd = (float(gradient_noise),) * 2 if np.isscalar(gradient_noise) else map(
+        float, gradient_noise
+    )
+    logp_and_grad = _noisy(
+        target.batched_logp_and_grad(seed_batch), energy_sd, gradient_sd,
+        np.random.default_rng(seed_noise),
+    )
+    start = _initial_points(target, initial_points, jitter, chains, seed_init)
+    state = _Loop(thermostats.init(start, settings, rng), 0)
+    trace = run_kernel(
+        _iteration(logp_and_grad, int(steps_per_sample), resample_momenta, callback),
+        state, settings, draws=draws, tune=tune, chains=chains, rng=rng,
+        record=_record(settings), keep=lambda loop, info: coupling(loop.dynamics.xi, settings)[0] == 1.0,
+        description=f"TACT-HMC ({variant})", progressbar=progressbar,
+        max_iterations=max_iterations, trajectory=STATS,
+    )
+    attrs = {
+        "variant": variant, "step_size": settings.eta_theta, "step_size_tempering": settings.eta_xi,
+        "noise": settings.c_theta, "noise_tempering": settings.c_xi,
+        "thermal_inertia": settings.gamma_theta, "thermal_inertia_tempering": settings.gamma_xi,
+        "steps_per_sample": int(steps_per_sample), "max_temperature": float(max_temperature),
+        "unit_temperature_fraction": settings.unit_temperature_fraction,
+        "abf_bins": settings.abf_bins, "abf_ramp": settings.abf_ramp, "tune": tune,
+        "gradient_noise_sd": gradient_sd, "energy_noise_sd": energy_sd,
+    }
+    return _result(target, trace, settings, attrs, random_seed)

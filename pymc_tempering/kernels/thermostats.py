@@ -1,0 +1,374 @@
+"""Nosé-Hoover thermostat dynamics (TACT-HMC, SGNHT, SGHMC): a kernel over a small state.
+
+The extended Hamiltonian of TACT-HMC (eq. 4 of Luo et al. 2018, at reference temperature
+``T = 1``)::
+
+    H = lambda(xi) U(theta) + W(xi) + |p_theta|^2 / 2 m_theta + p_xi^2 / 2 m_xi
+
+with ``U = -log p`` the model's (minibatch) potential, is simulated with the Nosé-Hoover
+dynamics of eq. (5) with the scalar thermostats ``s_theta``, ``s_xi`` of section 3.3, the
+adaptive biasing force of section 3.2 (a binned running average of ``dH/dxi``, eqs. 10-11) and
+the reflecting walls of the infinite well ``W``. Everything is written, as in Algorithm 1, in the
+rescaled variables::
+
+    r_theta = p_theta dt / m_theta,  r_xi = p_xi dt / m_xi,  z = s dt,
+    eta_theta = dt^2 / m_theta,      eta_xi = dt^2 / m_xi,
+    gamma_theta = kappa_theta / (m_theta D),  gamma_xi = kappa_xi / m_xi.
+
+Coupling function
+-----------------
+The tempering variable lives in the well ``[0, 1]``. ``lambda(xi) = 1`` on ``[0, a]``
+(``a = unit_temperature_fraction``) and falls smoothly (a cubic smoothstep, so ``lambda'`` is
+continuous) to ``1 / max_temperature`` at ``xi = 1``. On the flat part ``lambda' = 0``: there the
+tempering variable feels no force and the draws are taken.
+
+Kernel
+------
+:func:`init` and :func:`step` work on an immutable :class:`TACTState` whose arrays carry a
+leading axis of ``n`` independent chains (or replicas): ``theta`` is ``(n, D)``, the scalars per
+chain ``(n,)`` and the ABF bins ``(n, J)``. One step makes one call of the batched log density
+and gradient; the rest is a fixed number of numpy operations on whole arrays, and it returns an
+:class:`~pymc_tempering.driver.Info` (acceptance rate 1: there is no Metropolis test; the
+energy is ``U`` where the gradient was taken). A non-finite position or energy raises
+:class:`~pymc_tempering.sampling.DivergenceError`. The moves shared by the drivers are kernels
+too: :func:`refresh_momenta` (exact at every temperature) and :func:`jittered_positions`.
+Replica exchange reuses :func:`step` with ``tempering=False`` and a per-replica
+``inverse_temperature`` array.
+
+Reference values (Theorem 1, Fig. 1b-II)
+----------------------------------------
+At equilibrium the thermostats are Gaussian, independent of the rest of the state, with, in the
+rescaled units above and for gradient noise of variance ``sigma_f^2`` per component (energy noise
+``sigma_U^2``)::
+
+    E[z_theta] = c_theta + eta_theta sigma_f^2 / 2,   Var[z_theta] = eta_theta / (gamma_theta D),
+    E[z_xi]    = c_xi + eta_xi sigma_U^2 / 2,         Var[z_xi]    = eta_xi / gamma_xi,
+
+where ``c`` is the level of the injected noise (:func:`thermostat_reference`). Euler
+discretisation adds ``O(c^2)`` to the means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+from pymc_tempering.driver import Info, check_finite
+
+__all__ = [
+    "TACTSettings",
+    "TACTState",
+    "coupling",
+    "abf_index",
+    "abf_mean_energy",
+    "abf_force",
+    "abf_update",
+    "kinetic_temperature",
+    "jittered_positions",
+    "refresh_momenta",
+    "init",
+    "step",
+    "thermostat_reference",
+]
+
+
+class TACTSettings(NamedTuple):
+    """The constants of the dynamics, in the rescaled units of Algorithm 1.
+
+    Attributes
+    ----------
+    eta_theta, eta_xi : float
+        ``dt^2 / m`` for the parameters and the tempering variable.
+    c_theta, c_xi : float
+        Level of injected noise, ``N(0, 2 c eta)`` per step (and the constant friction when
+        thermostats are off).
+    gamma_theta, gamma_xi : float
+        Thermal inertia of the thermostats.
+    unit_temperature_fraction : float
+        The part ``[0, a]`` of the well ``[0, 1]`` where ``lambda = 1``.
+    lambda_min : float
+        ``lambda(1) = 1 / max_temperature``.
+    abf_bins : int
+        Number of equal bins of ``[0, 1]`` for the adaptive biasing force.
+    abf_ramp : float
+        Weight, in visits, of the chain's overall mean energy in each bin's estimate (see
+        :func:`abf_mean_energy`).
+    thermostat : bool
+        Adaptive thermostats (True) or constant friction ``z = c`` (False).
+    tempering : bool
+        Move ``xi`` (True) or hold ``lambda = inverse_temperature`` fixed (False).
+    inverse_temperature : float or ndarray, shape (n,)
+        ``lambda`` of each chain when ``tempering`` is False (1 for plain sampling; one value per
+        replica for replica exchange).
+    """
+
+    eta_theta: float
+    eta_xi: float
+    c_theta: float
+    c_xi: float
+    gamma_theta: float
+    gamma_xi: float
+    unit_temperature_fraction: float = 0.3
+    lambda_min: float = 0.1
+    abf_bins: int = 20
+    abf_ramp: float = 100.0
+    thermostat: bool = True
+    tempering: bool = True
+    inverse_temperature: float | np.ndarray = 1.0
+
+
+class TACTState(NamedTuple):
+    """The state of ``n`` chains. Never modified in place: :func:`step` returns a new one.
+
+    Attributes
+    ----------
+    theta, r_theta : ndarray, shape (n, D)
+        Positions on the model's flat unconstrained space, and rescaled momenta.
+    xi, r_xi : ndarray, shape (n,)
+        Tempering variable in ``[0, 1]`` and its rescaled momentum.
+    z_theta, z_xi : ndarray, shape (n,)
+        The scalar thermostats (``s dt``).
+    abf_sum, abf_count : ndarray, shape (n, J)
+        Per bin of ``xi``, the sum of the potential ``U`` and the number of visits.
+    energy_sum, energy_count : ndarray, shape (n,)
+        Sum of ``U`` over all steps and their number.
+    """
+
+    theta: np.ndarray
+    r_theta: np.ndarray
+    xi: np.ndarray
+    r_xi: np.ndarray
+    z_theta: np.ndarray
+    z_xi: np.ndarray
+    abf_sum: np.ndarray
+    abf_count: np.ndarray
+    energy_sum: np.ndarray
+    energy_count: np.ndarray
+
+
+def coupling(xi, settings: TACTSettings) -> tuple[np.ndarray, np.ndarray]:
+    """``lambda(xi)`` and ``lambda'(xi)``.
+
+    With tempering, ``lambda = 1`` on ``[0, a]`` and a smoothstep down to ``lambda_min`` at 1.
+    Without, ``lambda = settings.inverse_temperature`` and ``lambda' = 0``.
+    """
+    xi = np.asarray(xi, dtype=float)
+    if not settings.tempering:
+        lam = np.broadcast_to(np.asarray(settings.inverse_temperature, dtype=float), xi.shape)
+        return lam, np.zeros_like(xi)
+    a, drop = settings.unit_temperature_fraction, 1.0 - settings.lambda_min
+    u = np.clip((xi - a) / (1.0 - a), 0.0, 1.0)
+    lam = 1.0 - drop * u * u * (3.0 - 2.0 * u)
+    dlam = -drop * 6.0 * u * (1.0 - u) / (1.0 - a)
+    return lam, dlam
+
+
+def abf_index(xi, n_bins: int) -> np.ndarray:
+    """The ABF bin of each ``xi`` in ``[0, 1]``."""
+    return np.clip((np.asarray(xi) * n_bins).astype(int), 0, n_bins - 1)
+
+
+def abf_mean_energy(state: TACTState, settings: TACTSettings) -> np.ndarray:
+    """The estimate of ``<U | xi>`` in every ABF bin, shape (n, J).
+
+    The running time average over the bin (eq. 11), shrunk towards the chain's running mean of
+    ``U`` over all steps with the weight of ``abf_ramp`` visits:
+    ``(sum_j + ramp * mean_all) / (count_j + ramp)``. The shrinkage stands in for the usual ABF
+    ramp (a bin's first noisy values do not kick ``xi``); it also cancels at once the arbitrary
+    constant in ``U`` (which only reweights ``xi`` and which ABF removes anyway), so a model whose
+    log density is far from zero (a neural network on many data) does not throw ``xi`` against
+    the wall before the bins fill.
+    """
+    overall = state.energy_sum / np.maximum(state.energy_count, 1.0)
+    ramp = settings.abf_ramp
+    return (state.abf_sum + ramp * overall[:, None]) / (state.abf_count + ramp)
+
+
+def abf_force(state: TACTState, settings: TACTSettings) -> np.ndarray:
+    """The adaptive biasing force ``A'(xi) = <dH/dxi | xi>`` (eq. 11) each chain feels now.
+
+    Inside the well ``dH/dxi = lambda'(xi) U``, so ``A'(xi) = lambda'(xi) <U | xi>`` with the
+    conditional mean of :func:`abf_mean_energy` in ``xi``'s bin. Shape (n,).
+    """
+    rows = np.arange(state.xi.shape[0])
+    j = abf_index(state.xi, settings.abf_bins)
+    mean = abf_mean_energy(state, settings)[rows, j]
+    _, dlam = coupling(state.xi, settings)
+    return dlam * mean
+
+
+def abf_update(state: TACTState, energy: np.ndarray, settings: TACTSettings) -> TACTState:
+    """Add this step's potential ``energy (n,)`` to the bin of each chain's ``xi`` (eq. 11)."""
+    rows = np.arange(state.xi.shape[0])
+    j = abf_index(state.xi, settings.abf_bins)
+    abf_sum, abf_count = state.abf_sum.copy(), state.abf_count.copy()
+    abf_sum[rows, j] += energy
+    abf_count[rows, j] += 1.0
+    return state._replace(
+        abf_sum=abf_sum,
+        abf_count=abf_count,
+        energy_sum=state.energy_sum + energy,
+        energy_count=state.energy_count + 1.0,
+    )
+
+
+def kinetic_temperature(state: TACTState, settings: TACTSettings) -> np.ndarray:
+    """``|r_theta|^2 / (D eta_theta)`` per chain: one at equilibrium (momenta are ``N(0, eta)``)."""
+    return np.sum(state.r_theta**2, axis=-1) / (state.theta.shape[-1] * settings.eta_theta)
+
+
+def jittered_positions(start: np.ndarray, jitter: float, shape, rng: np.random.Generator):
+    """Starting points: the flat point ``start (D,)`` plus uniform noise on ``[-jitter, jitter]``.
+
+    ``shape`` is the shape of the result, ending in ``D`` (``(chains, D)``, or
+    ``(chains, replicas, D)``).
+    """
+    return start + rng.uniform(-jitter, jitter, shape)
+
+
+def refresh_momenta(
+    state: TACTState, settings: TACTSettings, rng: np.random.Generator, *, tempering: bool = True
+) -> TACTState:
+    """Redraw the momenta from ``N(0, eta)`` (Algorithm 1, line 18).
+
+    Exact at every temperature (the kinetic energy is not tempered), so it leaves the joint
+    distribution invariant. It also restarts a tempering variable idling on a flat part of
+    ``lambda``, where nothing else acts on it. ``r_theta`` is drawn first, then (with
+    ``tempering``) ``r_xi``; without, ``r_xi`` is left as it is.
+    """
+    n, dim = state.theta.shape
+    r_theta = np.sqrt(settings.eta_theta) * rng.standard_normal((n, dim))
+    r_xi = np.sqrt(settings.eta_xi) * rng.standard_normal(n) if tempering else state.r_xi
+    return state._replace(r_theta=r_theta, r_xi=r_xi)
+
+
+def init(theta: np.ndarray, settings: TACTSettings, rng: np.random.Generator) -> TACTState:
+    """Chains at ``theta (n, D)`` with ``xi`` uniform on the flat part of the well (when
+    tempering), momenta ``N(0, eta)``, thermostats at ``c`` (Algorithm 1, line 1) and empty ABF
+    bins."""
+    theta = np.array(theta, dtype=float)
+    n, _ = theta.shape
+    s = settings
+    xi = rng.uniform(0.0, s.unit_temperature_fraction, n) if s.tempering else np.zeros(n)
+    state = TACTState(
+        theta=theta,
+        r_theta=np.zeros_like(theta),
+        xi=xi,
+        r_xi=np.zeros(n),
+        z_theta=np.full(n, float(s.c_theta)),
+        z_xi=np.full(n, float(s.c_xi)),
+        abf_sum=np.zeros((n, s.abf_bins)),
+        abf_count=np.zeros((n, s.abf_bins)),
+        energy_sum=np.zeros(n),
+        energy_count=np.zeros(n),
+    )
+    return refresh_momenta(state, s, rng)
+
+
+def _thermostats(state: TACTState, s: TACTSettings, lam, dlam):
+    """The thermostats' update (eq. 5): each moves by the excess of its kinetic energy."""
+    if not s.thermostat:
+        return state.z_theta, state.z_xi
+    dim = state.theta.shape[-1]
+    z_xi = state.z_xi + dlam**2 * (state.r_xi**2 - s.eta_xi) / s.gamma_xi
+    kinetic = np.sum(state.r_theta**2, axis=-1) / dim
+    z_theta = state.z_theta + lam**2 * (kinetic - s.eta_theta) / s.gamma_theta
+    return z_theta, z_xi
+
+
+def _move_xi(state: TACTState, s: TACTSettings, energy, dlam, z_xi, noise) -> TACTState:
+    """The tempering variable's step: force, friction, biasing force, then the well's walls."""
+    bias = abf_force(state, s)
+    r_xi = (
+        state.r_xi
+        - dlam * (s.eta_xi * energy + np.sqrt(2.0 * s.c_xi * s.eta_xi) * noise)
+        - dlam**2 * z_xi * state.r_xi
+        + s.eta_xi * bias
+    )
+    state = abf_update(state, energy, s)
+    moved = state.xi + r_xi
+    out = (moved < 0.0) | (moved > 1.0)
+    r_xi = np.where(out, -r_xi, r_xi)  # elastic bounce off the infinite well
+    xi = np.clip(np.where(out, state.xi + r_xi, moved), 0.0, 1.0)
+    return state._replace(xi=xi, r_xi=r_xi)
+
+
+def step(
+    state: TACTState,
+    settings: TACTSettings,
+    logp_and_grad: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    rng: np.random.Generator,
+    *,
+    where: str = "The thermostat dynamics diverged",
+    remedy: str = "reduce step_size or raise noise",
+) -> tuple[TACTState, Info]:
+    """One Euler step of the Nosé-Hoover dynamics (eq. 5 with eq. 10), as in Algorithm 1.
+
+    Parameters
+    ----------
+    state : TACTState
+    settings : TACTSettings
+    logp_and_grad : callable
+        ``theta (n, D) -> (log p (n,), grad log p (n, D))``, possibly a noisy (minibatch)
+        estimate (:meth:`~pymc_tempering.target.Target.batched_logp_and_grad`).
+    rng : numpy.random.Generator
+        Draws the injected noise, ``(n, D + 1)`` standard normals (last column for ``xi``).
+    where, remedy : str
+        The message of the error on a blow-up: where it happened and what to change.
+
+    Returns
+    -------
+    new_state : TACTState
+    info : Info
+        ``acceptance_rate`` 1, ``diverging`` False, ``energy`` the potential ``U = -log p`` at
+        the old ``theta`` (where the gradient was taken).
+
+    Raises
+    ------
+    DivergenceError
+        When the new position or the energy is not finite.
+    """
+    s = settings
+    normals = rng.standard_normal((state.theta.shape[0], state.theta.shape[-1] + 1))
+    lam, dlam = coupling(state.xi, s)
+    z_theta, z_xi = _thermostats(state, s, lam, dlam)
+    logp, force = logp_and_grad(state.theta)
+    energy = -np.asarray(logp, dtype=float)
+    new = state._replace(z_theta=z_theta, z_xi=z_xi)
+    if s.tempering:
+        new = _move_xi(new, s, energy, dlam, z_xi, normals[:, -1])
+    r_theta = (
+        state.r_theta
+        + lam[:, None] * (s.eta_theta * force + np.sqrt(2.0 * s.c_theta * s.eta_theta) * normals[:, :-1])
+        - (lam**2 * z_theta)[:, None] * state.r_theta
+    )
+    new = new._replace(theta=state.theta + r_theta, r_theta=r_theta)
+    check_finite([new.theta, energy], where, remedy)
+    n = energy.shape[0]
+    return new, Info(np.ones(n), np.zeros(n, dtype=bool), energy)
+
+
+def thermostat_reference(
+    settings: TACTSettings, ndim: int, gradient_noise_sd: float = 0.0, energy_noise_sd: float = 0.0
+) -> dict[str, tuple[float, float]]:
+    """Mean and standard deviation of each thermostat at equilibrium (Theorem 1).
+
+    Returns
+    -------
+    dict
+        ``{"thermostat_theta": (mean, sd), "thermostat_xi": (mean, sd)}`` in rescaled units.
+        Under constant friction (no thermostats) the value is ``c`` exactly.
+    """
+    s = settings
+    return {
+        "thermostat_theta": (
+            s.c_theta + s.eta_theta * gradient_noise_sd**2 / 2.0,
+            float(np.sqrt(s.eta_theta / (s.gamma_theta * ndim))),
+        ),
+        "thermostat_xi": (
+            s.c_xi + s.eta_xi * energy_noise_sd**2 / 2.0,
+            float(np.sqrt(s.eta_xi / s.gamma_xi)),
+        ),
+    }
