@@ -177,7 +177,7 @@ def _run(model, base, method, budget, seed):
                                               n_temperatures=1000, random_seed=seed,
                                               log_zeta=base.log_zeta, **common)
     if method == "ais":
-        return pmt.sample_ais(100, chains=1, n_temperatures=budget, n_leapfrog=5,
+        return pmt.sample_ais(100, tune=64, chains=1, n_temperatures=budget, n_leapfrog=5,
                               random_seed=seed, **common)
     raise ValueError(method)
 

@@ -93,8 +93,8 @@ def run_one(model, method: str, seed: int, args, base=None) -> dict:
             est, se = pmt.log_marginal_likelihood(idata).estimate, float("nan")
         elif method == "ais":
             idata = pmt.sample_ais(
-                draws=25, chains=4, n_temperatures=args.ais_temperatures, random_seed=seed,
-                progressbar=False,
+                draws=25, tune=64, chains=4, n_temperatures=args.ais_temperatures,
+                random_seed=seed, progressbar=False,
             )
             est, se = idata.attrs["log_marginal_likelihood"], idata.attrs["log_marginal_likelihood_se"]
         else:
@@ -113,8 +113,8 @@ def reference(args) -> None:
         with warnings.catch_warnings(), model:
             warnings.simplefilter("ignore")
             idata = pmt.sample_ais(
-                draws=args.ref_runs // 4, chains=4, n_temperatures=args.ref_temperatures,
-                random_seed=12345, progressbar=True,
+                draws=args.ref_runs // 4, tune=64, chains=4,
+                n_temperatures=args.ref_temperatures, random_seed=12345, progressbar=True,
             )
         rows.append({
             "method": f"ais-{args.ref_temperatures}", "model": name,

@@ -58,7 +58,7 @@ def main(argv=None):
         samplers = {
             "Gibbs CT": lambda: pmt.sample_gibbs_ct(base=base, draws=args.draws, random_seed=seed,
                                                     progressbar=False),
-            "AIS": lambda: pmt.sample_ais(max(args.draws // 8, 25), chains=4, base=base,
+            "AIS": lambda: pmt.sample_ais(max(args.draws // 8, 25), tune=64, chains=4, base=base,
                                           random_seed=seed, progressbar=False),
             "simulated tempering": lambda: pmt.sample_simulated_tempering(
                 base=base, draws=args.draws, random_seed=seed, progressbar=False),

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import pymc
@@ -30,38 +30,18 @@ from pytensor.graph.replace import vectorize_graph
 from xarray import DataTree
 
 from pymc_tempering.results import build_result
-from pymc_tempering.sampling import DivergenceError, seed_attrs, warn_problems
+from pymc_tempering.kernels import Info, check_finite
+from pymc_tempering.sampling import seed_attrs, warn_problems
 from pymc_tempering.target import Target
 
 __all__ = [
-    "Info",
     "Trace",
     "run_kernel",
-    "check_finite",
     "driver_result",
     "constrained_draws",
     "draws_to_datatree",
     "progress_bar",
 ]
-
-
-class Info(NamedTuple):
-    """What one kernel step reports per chain (arrays with a leading chain axis).
-
-    Attributes
-    ----------
-    acceptance_rate : ndarray
-        Metropolis acceptance probability of the step (1 for dynamics without a test).
-    diverging : ndarray of bool
-        Whether the step's trajectory diverged (a non-finite energy or one that exploded).
-    energy : ndarray
-        The potential energy ``-log p`` at the state the step returns (or at the state its
-        gradient was taken, for the Euler-discretised thermostat dynamics).
-    """
-
-    acceptance_rate: np.ndarray
-    diverging: np.ndarray
-    energy: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -86,12 +66,6 @@ class Trace:
     params: Any
     n_iterations: int
     trajectory: dict | None = None
-
-
-def check_finite(values, where: str, remedy: str) -> None:
-    """Raise :class:`~pymc_tempering.sampling.DivergenceError` unless every value is finite."""
-    if not all(np.all(np.isfinite(v)) for v in values):
-        raise DivergenceError(f"{where} (non-finite position or energy); {remedy}.")
 
 
 def _record_kept(out, record, keep, n_kept, draws):

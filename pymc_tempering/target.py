@@ -14,10 +14,13 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 from pymc.blocking import DictToArrayBijection, RaveledVars
+from pymc.logprob.utils import local_check_parameter_to_ninf_switch
 from pymc.model import modelcontext
 from pymc.vartypes import discrete_types
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.replace import graph_replace, vectorize_graph
+from pytensor.graph.rewriting.basic import in2out
+from pytensor.graph.rewriting.utils import rewrite_graph
 from pytensor.graph.traversal import graph_inputs
 from pytensor.tensor.random.type import RandomGeneratorType
 
@@ -112,7 +115,12 @@ class Target:
 
     @cached_property
     def _logp(self):
-        return self.model.logp(jacobian=True)
+        # A parameter check (sigma > 0) becomes a -inf switch here, at one point: vectorised
+        # over a batch, the check would otherwise fail every row of the batch at once.
+        return rewrite_graph(
+            self.model.logp(jacobian=True), include=(), clone=True,
+            custom_rewrite=in2out(local_check_parameter_to_ninf_switch),
+        )
 
     @cached_property
     def constrained_names(self) -> list[str]:

@@ -1,25 +1,16 @@
-"""Annealed importance sampling: the schedule and HMC numerics exactly, then the evidence of
-analytic models within the standard error."""
+"""Annealed importance sampling: the schedule and the annealing kernel exactly, then the evidence
+of analytic models within the standard error (the HMC kernel itself: test_kernels_hmc.py)."""
 
 import numpy as np
-import pymc as pm
 import pytest
+from checks import assert_within_se, seed
 from conftest import model_fingerprint
-from scipy import stats
 from targets import conjugate_normal, hierarchical_linear_gaussian
 
 import pymc_tempering as pmt
-from pymc_tempering.dynamics.ais import temperature_schedule
-from pymc_tempering.kernels.hmc import (
-    batched_logp_and_grad,
-    hmc_step,
-    initial_state,
-    tempered_logp,
-    whitened_density,
-)
 from pymc_tempering.estimators import log_mean_exp, weighted_mean
-
-K = 4
+from pymc_tempering.kernels import hmc
+from pymc_tempering.kernels.ladder import anneal_init, anneal_step, temperature_schedule
 
 
 @pytest.mark.parametrize("schedule", ["sigmoid", "linear", "geometric"])
@@ -33,45 +24,33 @@ def test_schedule(schedule):
         temperature_schedule(1)
 
 
-def test_batched_density_matches_target(normal_model):
+def test_anneal_step_exact(normal_model):
+    """One rung: the weight increment of eq. (10), the HMC step's Info, the run's bookkeeping."""
     model, _ = normal_model
     target = pmt.Target(model)
-    points = np.random.default_rng(0).normal(size=(7, target.ndim))
-    logp, grad = batched_logp_and_grad(target)(points)
-    for i, row in enumerate(points):
-        lp, g = target.logp_and_grad(row)
-        assert logp[i] == pytest.approx(lp, rel=1e-12)
-        np.testing.assert_allclose(grad[i], g, rtol=1e-12)
-    # whitened: log q is the base's, log p the target's at x = mean + L z
     base = pmt.Base.from_moments([0.3, -0.1], [[0.5, 0.1], [0.1, 0.3]])
-    state = whitened_density(target, base)(points)
-    x = base.unwhiten(points)
-    np.testing.assert_allclose(state.log_base, base.logp(x), rtol=1e-12)
-    np.testing.assert_allclose(state.log_target, target.logp(x), rtol=1e-12)
-
-
-def test_hmc_step_leaves_a_gaussian_invariant():
-    """beta = 0 is the standard normal in whitened coordinates: exact draws stay exact."""
-    with pm.Model() as model:
-        pm.Normal("x", 0, 1, shape=3)
-    target = pmt.Target(model)
-    base = pmt.Base.from_moments(np.zeros(3), np.ones(3))
-    evaluate = whitened_density(target, base)
-    rng = np.random.default_rng(1)
-    state = initial_state(evaluate, 4000, 3, rng)
-    for _ in range(5):
-        state, accept = hmc_step(state, 0.0, 1.3, 4, evaluate, rng)
-    assert 0.3 < accept.mean() < 1.0
-    for col in state.z.T:  # independent runs: KS against N(0, 1)
-        assert stats.kstest(col, "norm").pvalue > 1e-3
-    np.testing.assert_allclose(tempered_logp(state, 1.0), state.log_target)
+    evaluate = hmc.whitened_density(target, base)
+    betas = temperature_schedule(5, "linear")
+    rng = np.random.default_rng(seed(1))
+    start = anneal_init(hmc.init(rng.standard_normal((30, 2)), evaluate))
+    assert start.index == 0 and not start.log_weight.any() and not start.diverged.any()
+    state, info = anneal_step(start, betas, 0.3, 3, evaluate, rng)
+    expected = 0.25 * (start.position.log_target - start.position.log_base)
+    np.testing.assert_allclose(state.log_weight, expected)
+    assert state.index == 1
+    np.testing.assert_array_equal(state.acceptance_rate, info.acceptance_rate)
+    np.testing.assert_array_equal(state.diverged, info.diverging)
+    state2, info2 = anneal_step(state, betas, 0.3, 3, evaluate, rng)
+    np.testing.assert_allclose(
+        state2.acceptance_rate, (info.acceptance_rate + info2.acceptance_rate) / 2
+    )
 
 
 def test_log_mean_exp():
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed(2))
     w = rng.lognormal(0.0, 0.5, size=100_000)
     est, se = log_mean_exp(np.log(w))
-    assert abs(est - 0.125) < K * se  # E[w] = exp(sigma^2 / 2)
+    assert_within_se(est, 0.125, se)  # E[w] = exp(sigma^2 / 2)
     est2, _ = log_mean_exp(np.log(w) - 1e4)  # no underflow
     assert est2 == pytest.approx(est - 1e4)
 
@@ -82,7 +61,8 @@ def conjugate_result():
     before = model_fingerprint(model)
     with model:
         idata = pmt.sample_ais(
-            500, chains=4, n_temperatures=100, n_leapfrog=5, random_seed=11, progressbar=False
+            500, 64, 4, n_temperatures=100, n_leapfrog=5, random_seed=seed(11),
+            progressbar=False,
         )
     assert model_fingerprint(model) == before
     return idata, log_z, post_mean, post_sd
@@ -92,13 +72,13 @@ def test_conjugate_evidence_within_standard_error(conjugate_result):
     idata, log_z, post_mean, post_sd = conjugate_result
     lml = pmt.log_marginal_likelihood(idata)
     assert 0 < lml.standard_error < 0.1
-    assert abs(lml.estimate - log_z) < K * lml.standard_error
+    assert_within_se(lml.estimate, log_z, lml.standard_error, what="log Z")
     mu = idata["posterior"]["mu"].values
     lw = idata["sample_stats"]["log_weight"].values
     mean, se = weighted_mean(mu[..., None], lw)
-    assert abs(mean[0] - post_mean) < K * se[0]
+    assert_within_se(mean[0], post_mean, se[0], what="posterior mean")
     m2, se2 = weighted_mean((mu - post_mean)[..., None] ** 2, lw)
-    assert abs(m2[0] - post_sd**2) < K * se2[0]
+    assert_within_se(m2[0], post_sd**2, se2[0], what="posterior variance")
 
 
 def test_result_layout(conjugate_result):
@@ -106,8 +86,10 @@ def test_result_layout(conjugate_result):
     assert idata["posterior"]["mu"].dims == ("chain", "draw")
     assert idata["posterior"].sizes == {"chain": 4, "draw": 500}
     stats_ = idata["sample_stats"]
-    assert {"log_weight", "accept_rate", "log_marginal_likelihood"} <= set(stats_.data_vars)
-    assert 0.5 < float(stats_["accept_rate"].mean()) < 1.0
+    expected = {"log_weight", "acceptance_rate", "diverging", "lp", "log_marginal_likelihood"}
+    assert expected <= set(stats_.data_vars)
+    assert 0.5 < float(stats_["acceptance_rate"].mean()) < 1.0
+    assert stats_["diverging"].dtype == bool
     assert idata.attrs["method"] == "ais"
     assert all(np.ndim(v) == 0 for v in idata.attrs.values())
     assert "y" in idata["observed_data"]
@@ -118,20 +100,28 @@ def test_result_layout(conjugate_result):
 def test_transformed_variables_and_reproducible(normal_model):
     model, _ = normal_model
     base = pmt.Base.from_moments([0.4, -0.5], [[0.3, 0.05], [0.05, 0.2]])
-    kwargs = dict(draws=20, chains=2, n_temperatures=10, base=base, model=model, progressbar=False)
-    a = pmt.sample_ais(random_seed=3, **kwargs)
-    b = pmt.sample_ais(random_seed=3, **kwargs)
+    kwargs = dict(draws=20, tune=30, chains=2, n_temperatures=10, base=base, model=model,
+                  progressbar=False)
+    a = pmt.sample_ais(random_seed=seed(3), **kwargs)
+    b = pmt.sample_ais(random_seed=seed(3), **kwargs)
     assert {"mu", "s", "mu_twice"} <= set(a["posterior"].data_vars)
     assert "s_log__" in a["unconstrained_posterior"]
     np.testing.assert_allclose(a["posterior"]["s"], np.exp(a["unconstrained_posterior"]["s_log__"]))
     np.testing.assert_array_equal(a["posterior"]["mu"].values, b["posterior"]["mu"].values)
-    c = pmt.sample_ais(random_seed=4, **kwargs)
+    c = pmt.sample_ais(random_seed=seed(4), **kwargs)
     assert not np.array_equal(a["posterior"]["mu"].values, c["posterior"]["mu"].values)
+    # tune: pilot runs that adapt the step size; none with tune=0 or a given step size
+    assert a.attrs["tune"] == 30 and a.attrs["mean_step_size"] != pytest.approx(2**-0.25)
+    untuned = pmt.sample_ais(random_seed=seed(3), **{**kwargs, "tune": 0})
+    assert untuned.attrs["mean_step_size"] == pytest.approx(2**-0.25)
+    fixed = pmt.sample_ais(random_seed=seed(3), **{**kwargs, "step_size": 0.3})
+    assert fixed.attrs["tune"] == 0 and fixed.attrs["mean_step_size"] == pytest.approx(0.3)
     for bad, match in [
         ({"n_leapfrog": 0}, "n_leapfrog"),
         ({"step_size": -1.0}, "step_size"),
         ({"target_accept": 1.5}, "target_accept"),
-        ({"draws": 0}, "positive"),
+        ({"draws": 0}, "draws"),
+        ({"tune": -1}, "tune"),
         ({"base": pmt.Base.from_moments([0.0], [1.0])}, "dimension"),
     ]:
         with pytest.raises(ValueError, match=match):
@@ -142,8 +132,8 @@ def test_hierarchical_evidence_within_standard_error():
     model, log_z, post_mean = hierarchical_linear_gaussian()
     with model:
         idata = pmt.sample_ais(
-            250, chains=4, n_temperatures=200, n_leapfrog=5, random_seed=3, progressbar=False
+            250, 64, 4, n_temperatures=200, n_leapfrog=5, random_seed=seed(3), progressbar=False
         )
     lml = pmt.log_marginal_likelihood(idata)
     assert 0 < lml.standard_error < 0.5
-    assert abs(lml.estimate - log_z) < K * lml.standard_error
+    assert_within_se(lml.estimate, log_z, lml.standard_error, what="log Z")

@@ -15,7 +15,7 @@ from arviz_stats.base.array import array_stats
 from checks import K, assert_within_mcse, mcse_of_mean, seed
 
 import pymc_tempering as pmt
-from pymc_tempering.driver import Info
+from pymc_tempering.kernels import Info
 from pymc_tempering.dynamics.tact import sample_tact
 from pymc_tempering.kernels import thermostats
 from pymc_tempering.kernels.thermostats import TACTSettings, coupling, thermostat_reference

@@ -55,7 +55,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pymc_tempering.driver import Info, check_finite
+from pymc_tempering.kernels import Info, check_finite
 
 __all__ = [
     "TACTSettings",
