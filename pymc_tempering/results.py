@@ -40,16 +40,17 @@ TEMPERATURE_CONTROL = "temperature_control"
 PSEUDO_SAMPLE = "pseudo_sample"
 METHOD_VARIABLES = frozenset({INVERSE_TEMPERATURE, TEMPERATURE_CONTROL})
 # Stats every result's sample_stats holds (ArviZ's schema names), and the names other
-# samplers give them (nutpie's).
+# samplers give them (nutpie's, PyMC's HamiltonianMC's).
 REQUIRED_STATS = ("diverging", "acceptance_rate", "lp")
-_STAT_ALIASES = {"acceptance_rate": "mean_tree_accept", "lp": "logp"}
+_STAT_ALIASES = {"acceptance_rate": ("mean_tree_accept", "accept"), "lp": ("logp",)}
 
 
 def _schema_stats(stats: xr.Dataset, method: str) -> xr.Dataset:
     """Add ArviZ's names for stats a sampler calls otherwise; refuse a result missing one."""
-    for name, alias in _STAT_ALIASES.items():
-        if name not in stats and alias in stats:
-            stats[name] = stats[alias]
+    for name, aliases in _STAT_ALIASES.items():
+        found = [alias for alias in aliases if alias in stats]
+        if name not in stats and found:
+            stats[name] = stats[found[0]]
     missing = [name for name in REQUIRED_STATS if name not in stats]
     if missing:
         raise ValueError(f"The {method} sampler recorded no {missing} (every result needs them).")

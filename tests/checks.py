@@ -20,7 +20,14 @@ from arviz_stats.base import array_stats
 
 K = 4.0  # |estimate - truth| < K * standard error; 2 * Phi(-4) = 6.3e-5 per comparison
 
-__all__ = ["K", "seed", "mcse_of_mean", "assert_within_mcse", "assert_within_se"]
+__all__ = [
+    "K",
+    "seed",
+    "mcse_of_mean",
+    "assert_within_mcse",
+    "assert_within_se",
+    "assert_diagnosed_ok",
+]
 
 
 def seed(offset: int = 0) -> int:
@@ -60,3 +67,29 @@ def assert_within_mcse(values, truth, k: float = K, what: str = "mean", min_ess:
     se = mcse_of_mean(draws)
     assert_within_se(mean, truth, se, k, what)
     return mean, se
+
+
+def assert_diagnosed_ok(idata, family_p: float = 1e-5) -> None:
+    """Assert ``pmt.diagnose(idata)`` finds nothing wrong with a run that is right by construction.
+
+    ``diagnose`` tests the per-chain log Z agreement (chi-square) and the base moments (z-scores)
+    at a family-wise false-alarm rate of 1e-3 each: on a correct run they fail with probability
+    about 2e-3, above the 1e-3 a test may fail by chance. Here those two checks are judged at
+    ``family_p`` (default 1e-5) from the values ``diagnose`` reports; every other check
+    (divergences, both ends of beta visited, Pareto k-hat, ...) must pass as it stands.
+    """
+    from scipy import stats
+
+    import pymc_tempering as pmt
+
+    checks = pmt.diagnose(idata).checks
+    for name, row in checks.iterrows():
+        value = row["value"]
+        if name == "chains_log_z_chi2_p":
+            ok = value >= family_p
+        elif name == "base_moments_max_abs_z":
+            n_z = 2 * idata["base"].sizes["flat"]  # a mean and a variance per flat element
+            ok = value <= stats.norm.isf(family_p / (2 * n_z))
+        else:
+            ok = bool(row["ok"])
+        assert ok, f"diagnose: {name} = {value} (limit {row['limit']}): {row['meaning']}\n{checks}"

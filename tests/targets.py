@@ -23,6 +23,27 @@ def conjugate_normal(n_obs: int = 20, seed: int = 0):
     return model, float(log_z), float(post_mean), float(np.sqrt(post_var))
 
 
+def conjugate_normal_vector(n_obs: int = 10, seed: int = 0):
+    """``mu_k ~ N(1, 2^2)``, ``y_ik ~ N(mu_k, 1.5^2)`` for ``k`` in two coords: a free variable
+    with dims, two independent conjugate problems. Returns ``(model, log_evidence, post_mean,
+    post_sd)``, the last two per element of ``mu``.
+
+    The data are fixed by ``seed`` (a fixed problem, not Monte Carlo noise: ``PMT_TEST_SEED``
+    leaves it alone).
+    """
+    rng = np.random.default_rng(seed)
+    m0, s0, sigma = 1.0, 2.0, 1.5
+    y = rng.normal([0.3, -0.8], sigma, size=(n_obs, 2))
+    with pm.Model(coords={"obs": np.arange(n_obs), "coef": ["a", "b"]}) as model:
+        mu = pm.Normal("mu", m0, s0, dims="coef")
+        pm.Normal("y", mu, sigma, observed=y, dims=("obs", "coef"))
+    cov = s0**2 * np.ones((n_obs, n_obs)) + sigma**2 * np.eye(n_obs)
+    log_z = sum(stats.multivariate_normal(np.full(n_obs, m0), cov).logpdf(y[:, k]) for k in range(2))
+    post_var = 1 / (1 / s0**2 + n_obs / sigma**2)
+    post_mean = post_var * (m0 / s0**2 + y.sum(axis=0) / sigma**2)
+    return model, float(log_z), post_mean, np.full(2, np.sqrt(post_var))
+
+
 def hierarchical_linear_gaussian(n_groups: int = 50, per_group: int = 4, seed: int = 0, data=None):
     """Group intercepts, two regressors, known scales: the marginal of y is Gaussian.
 

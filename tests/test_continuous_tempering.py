@@ -5,6 +5,7 @@ import numpy as np
 import pymc as pm
 import pytest
 from arviz_stats.base.array import array_stats
+from checks import assert_within_se, seed
 from conftest import model_fingerprint
 from scipy import stats
 from scipy.special import expit, log_expit
@@ -19,8 +20,6 @@ from test_target import numeric_grad, reference_logp
 
 import pymc_tempering as pmt
 from pymc_tempering.estimators import weighted_mean
-
-K = 4  # |estimate - truth| < K * standard error: fails with probability ~6e-5 when calibrated
 
 BASE_MEAN = np.array([0.4, -0.5])
 BASE_COV = np.array([[0.3, 0.05], [0.05, 0.2]])
@@ -102,7 +101,7 @@ def test_sample_ct_bad_input_advi_nan(nan_model):
     before = model_fingerprint(nan_model)
     with pytest.raises(ValueError, match="diverged to NaN"):
         with nan_model:
-            pmt.sample_ct(progressbar=False, random_seed=0)
+            pmt.sample_ct(progressbar=False, random_seed=seed(0))
     assert model_fingerprint(nan_model) == before
 
 
@@ -111,30 +110,27 @@ def conjugate_result():
     model, log_z, post_mean, post_sd = conjugate_normal()
     before = model_fingerprint(model)
     with model:
-        idata = pmt.sample_ct(random_seed=11, progressbar=False)
+        idata = pmt.sample_ct(random_seed=seed(11), progressbar=False)
     assert model_fingerprint(model) == before
     return idata, model, log_z, post_mean, post_sd
 
 
-def test_conjugate_evidence_within_standard_error(conjugate_result):
-    idata, _, log_z, _, _ = conjugate_result
-    lml = pmt.log_marginal_likelihood(idata)
-    assert 0 < lml.standard_error < 0.2
-    assert abs(lml.estimate - log_z) < K * lml.standard_error
-    assert lml.per_chain.shape == (4,)
+# The evidence of the conjugate model, for every method, is in test_conformance.py.
 
 
 def test_conjugate_weighted_posterior(conjugate_result):
     idata, _, _, post_mean, post_sd = conjugate_result
     summary = pmt.weighted_summary(idata, var_names=["mu"])
     row = summary.loc["mu"]
+    # CT weights p(beta = 1 | x) are bounded, so Kish's ESS is a large fraction of the 4000
+    # draws (~40%); 500 is a precondition with a wide margin, not a property of the seed.
     assert summary.attrs["ess_weights"] > 500
-    assert abs(row["mean"] - post_mean) < K * row["mcse_mean"]
+    assert_within_se(row["mean"], post_mean, row["mcse_mean"], what="weighted mean of mu")
     # the weighted second moment, through the same estimator
     lw = idata["sample_stats"]["log_weight"].values
     mu = idata["posterior"]["mu"].values
     m2, se2 = weighted_mean((mu - post_mean)[..., None] ** 2, lw)
-    assert abs(m2[0] - post_sd**2) < K * se2[0]
+    assert_within_se(m2[0], post_sd**2, se2[0], what="weighted variance of mu")
 
 
 def test_result_layout(conjugate_result):
@@ -156,19 +152,24 @@ def test_result_layout(conjugate_result):
 
 def test_resample_works_with_arviz(conjugate_result):
     idata, _, _, post_mean, post_sd = conjugate_result
-    resampled = pmt.resample(idata, random_seed=0)
+    resampled = pmt.resample(idata, random_seed=seed(0))
     assert resampled["posterior"]["mu"].dims == ("chain", "draw")
-    assert resampled["posterior"].sizes["draw"] == idata["posterior"].sizes["chain"] * 1000
+    n = idata["posterior"].sizes["chain"] * 1000
+    assert resampled["posterior"].sizes["draw"] == n
     summary = az.summary(resampled, var_names=["mu"])
-    assert abs(summary.loc["mu", "mean"] - post_mean) < 0.1 * post_sd * 4
+    # the resampled mean = the weighted mean + resampling noise, whose variance is at most
+    # sd^2 / n (multinomial; stratified resampling has less)
+    mcse = pmt.weighted_summary(idata, var_names=["mu"]).loc["mu", "mcse_mean"]
+    se = np.hypot(mcse, post_sd / np.sqrt(n))
+    assert_within_se(summary.loc["mu", "mean"], post_mean, se, what="resampled mean of mu")
     import matplotlib
 
     matplotlib.use("Agg")
     az.plot_dist(resampled, var_names=["mu"])
     az.plot_trace_dist(resampled, var_names=["mu"])
-    smaller = pmt.resample(idata, draws=500, random_seed=0)
+    smaller = pmt.resample(idata, draws=500, random_seed=seed(0))
     assert smaller["posterior"].sizes["draw"] == 500
-    xr_same = pmt.resample(idata, random_seed=0)["posterior"]["mu"].values
+    xr_same = pmt.resample(idata, random_seed=seed(0))["posterior"]["mu"].values
     np.testing.assert_array_equal(resampled["posterior"]["mu"].values, xr_same)
 
 
@@ -188,30 +189,20 @@ def test_reserved_names_refused():
         pmt.continuously_tempered_model(model, pmt.Base.from_moments([0.0], [1.0]), 0.0)
 
 
-def test_analysis_bad_input():
-    with pm.Model():
-        pm.Normal("x")
-        plain = pm.sample(50, tune=50, chains=1, progressbar=False, random_seed=0)
-    with pytest.raises(ValueError, match="no log marginal likelihood"):
-        pmt.log_marginal_likelihood(plain)
-    with pytest.raises(ValueError, match="log_weight"):
-        pmt.resample(plain)
-
-
 def test_same_seed_same_result():
     model, _, _, _ = conjugate_normal(n_obs=5)
     kwargs = dict(
-        draws=200, tune=200, chains=2, bootstrap=1, bootstrap_draws=100, random_seed=5,
+        draws=200, tune=200, chains=2, bootstrap=1, bootstrap_draws=100, random_seed=seed(5),
         progressbar=False, model=model,
     )
     a, b = pmt.sample_ct(**kwargs), pmt.sample_ct(**kwargs)  # base fits, bootstrap and all
     np.testing.assert_array_equal(a["posterior"]["mu"].values, b["posterior"]["mu"].values)
     assert a.attrs["log_marginal_likelihood"] == b.attrs["log_marginal_likelihood"]
     quick = {**kwargs, "bootstrap": 0, "base": pmt.Base.from_moments([0.0], [1.0])}
-    g1 = pmt.sample_ct(**{**quick, "random_seed": np.random.default_rng(1)})
-    g2 = pmt.sample_ct(**{**quick, "random_seed": np.random.default_rng(1)})
+    g1 = pmt.sample_ct(**{**quick, "random_seed": np.random.default_rng(seed(1))})
+    g2 = pmt.sample_ct(**{**quick, "random_seed": np.random.default_rng(seed(1))})
     np.testing.assert_array_equal(g1["posterior"]["mu"].values, g2["posterior"]["mu"].values)
-    c = pmt.sample_ct(**{**quick, "random_seed": 6})
+    c = pmt.sample_ct(**{**quick, "random_seed": seed(6)})
     assert not np.array_equal(g1["posterior"]["mu"].values, c["posterior"]["mu"].values)
 
 
@@ -219,15 +210,16 @@ def test_hierarchical_evidence_within_standard_error():
     """53 parameters (50 group intercepts, a mean and two slopes), default ADVI base."""
     model, log_z, post_mean = hierarchical_linear_gaussian()
     with model:
-        idata = pmt.sample_ct(random_seed=3, progressbar=False)
+        idata = pmt.sample_ct(random_seed=seed(3), progressbar=False)
     lml = pmt.log_marginal_likelihood(idata)
     assert 0 < lml.standard_error < 0.5
-    assert abs(lml.estimate - log_z) < K * lml.standard_error
+    assert_within_se(lml.estimate, log_z, lml.standard_error, what="log Z")
     beta = idata["posterior"]["inverse_temperature"].values
     assert (beta < 0.1).mean() > 0.01 and (beta > 0.9).mean() > 0.01  # both ends visited
     summary = pmt.weighted_summary(idata, var_names=["mu_a", "b"])
     exact = np.concatenate([[post_mean[0]], post_mean[-2:]])
-    assert np.all(np.abs(summary["mean"].values - exact) < K * summary["mcse_mean"].values)
+    # three comparisons at K: 3 * 6.3e-5, still far below 1e-3
+    assert_within_se(summary["mean"].values, exact, summary["mcse_mean"].values, what="means")
 
 
 @pytest.mark.parametrize("make", [beta_binomial, dirichlet_multinomial])
@@ -235,12 +227,13 @@ def test_constrained_models_evidence_within_standard_error(make):
     """Interval and simplex transforms: the Jacobians must enter log Z exactly once."""
     model, log_z, post_mean = make()
     with model:
-        idata = pmt.sample_ct(random_seed=4, progressbar=False)
+        idata = pmt.sample_ct(random_seed=seed(4), progressbar=False)
     lml = pmt.log_marginal_likelihood(idata)
     assert 0 < lml.standard_error < 0.2
-    assert abs(lml.estimate - log_z) < K * lml.standard_error
+    assert_within_se(lml.estimate, log_z, lml.standard_error, what="log Z")
     summary = pmt.weighted_summary(idata, var_names=["p"])
-    assert np.all(np.abs(summary["mean"].values - np.ravel(post_mean)) < K * summary["mcse_mean"].values)
+    assert_within_se(summary["mean"].values, np.ravel(post_mean), summary["mcse_mean"].values,
+                     what="posterior means")
 
 
 class TestBimodal:
@@ -249,28 +242,34 @@ class TestBimodal:
     def test_plain_nuts_stays_in_one_mode(self):
         model, _, _, _ = bimodal_mixture()
         idata = pm.sample(
-            500, tune=500, chains=4, model=model, random_seed=1, progressbar=False
+            500, tune=500, chains=4, model=model, random_seed=seed(1), progressbar=False
         )
         upper = (idata["posterior"]["x"].values > 0).mean(axis=1)
-        assert set(upper) <= {0.0, 1.0}  # no chain ever crosses
+        # no chain ever crosses the 18-nat barrier after tuning: NUTS would need a trajectory
+        # through a density e^-18 below the modes, for any seed
+        assert set(upper) <= {0.0, 1.0}
 
     def test_sample_ct_recovers_mode_weights(self):
         model, weights, mean, var = bimodal_mixture()
         base = pmt.Base.from_moments([mean], [var])  # moment-matched, as in section 7.1
         with model:
-            idata = pmt.sample_ct(base=base, draws=3000, random_seed=2, progressbar=False)
+            idata = pmt.sample_ct(base=base, draws=8000, random_seed=seed(2), progressbar=False)
         x = idata["posterior"]["x"].values
         lw = idata["sample_stats"]["log_weight"].values
         frac, se = weighted_mean((x > 0).astype(float)[..., None], lw)
-        # trust the standard error only with enough effective draws of the weighted indicator
+        # Trust the standard error only with enough effective draws of the weighted indicator.
+        # The chains change mode only through excursions to beta ~ 0, so this ESS varies a lot
+        # between seeds: at 3000 draws per chain it was 82, 197 and 285 for seeds 2, 1 and 3
+        # (82 failed "ESS > 100" on two machines). 8000 draws put the worst of those near 220:
+        # ESS > 100 and se < 0.05 (which needs ESS > ~85) hold with a margin of 2 or more.
         w = np.exp(lw - lw.max())
         ess = array_stats.ess(w * ((x > 0) - frac[0]), chain_axis=0, draw_axis=1, method="mean")
         assert ess > 100
         assert 0 < se[0] < 0.05
-        assert abs(frac[0] - weights[1]) < K * se[0]
+        assert_within_se(frac[0], weights[1], se[0], what="weight of the upper mode")
         lml = pmt.log_marginal_likelihood(idata)
-        assert abs(lml.estimate - 0.0) < K * lml.standard_error
-        # every chain visits both modes
+        assert_within_se(lml.estimate, 0.0, lml.standard_error, what="log Z")
+        # every chain visits both modes (a chain visits each a few dozen times in 8000 draws)
         assert np.all((x > 0).any(axis=1)) and np.all((x < 0).any(axis=1))
 
 
@@ -281,14 +280,14 @@ def small_base():
         mu = pm.Normal("mu", 0, 2)
         s = pm.HalfNormal("s", 1.5)
         pm.Normal("y", mu, s, observed=np.array([0.3, -0.2, 1.1, 0.5, 0.9]))
-    return model, pmt.fit_base(model, n=3000, random_seed=0, progressbar=False)
+    return model, pmt.fit_base(model, n=3000, random_seed=seed(0), progressbar=False)
 
 
 def _run_backend(small_base, sampler, chains=2):
     model, base = small_base
     idata = pmt.sample_ct(
         100, tune=100, chains=chains, model=model, base=base, nuts_sampler=sampler,
-        bootstrap=0, random_seed=0, progressbar=False,
+        bootstrap=0, random_seed=seed(0), progressbar=False,
     )
     assert {"mu", "s", "inverse_temperature"} <= set(idata["posterior"].data_vars)
     assert "s_log__" in idata["unconstrained_posterior"]

@@ -2,6 +2,7 @@
 
 import numpy as np
 import xarray as xr
+from checks import seed
 from xarray import DataTree
 
 from pymc_tempering import diagnose
@@ -9,15 +10,18 @@ from pymc_tempering import diagnose
 
 def test_diagnose_khat_reads_the_right_tail():
     """The k-hat check must see bounded weights as light-tailed and Pareto weights as heavy."""
-    rng = np.random.default_rng(7)
+    rng = np.random.default_rng(seed(7))
 
     def khat_of(log_weight):
         stats_ = xr.Dataset({"log_weight": (("chain", "draw"), log_weight.reshape(4, -1))})
         return diagnose(DataTree.from_dict({"/sample_stats": stats_})).checks.loc["pareto_khat", "value"]
 
-    assert khat_of(np.log(rng.uniform(size=8000))) < 0.3  # bounded: k = -1 in theory
-    # Pareto weights with tail index 1/k = 1 / 0.9 (infinite variance)
-    assert khat_of(np.log(rng.pareto(1 / 0.9, size=8000) + 1)) > 0.7
+    # bounded: k = -1 in theory; over seeds k-hat is -0.85 with sd 0.05 (8000 draws)
+    assert khat_of(np.log(rng.uniform(size=8000))) < 0.3
+    # Pareto weights with k = 1.5 (infinite variance). k-hat's sd is ~0.11 at 20,000 draws, so
+    # the limit 0.7 lies 7 of them below k: a miss has probability ~1e-11. (With k = 0.9 and
+    # 8000 draws, as before, the sd was 0.11 and k-hat fell below 0.7 for 1 seed in 40.)
+    assert khat_of(np.log(rng.pareto(1 / 1.5, size=20_000) + 1)) > 0.7
 
 
 def test_diagnose_flags_divergences_and_says_where():
@@ -42,7 +46,7 @@ def test_diagnose_flags_divergences_and_says_where():
 
 def test_diagnose_reads_pseudo_extended_results():
     """One inverse temperature per pseudo-sample: the two-ends checks are skipped, not crashed on."""
-    rng = np.random.default_rng(3)
+    rng = np.random.default_rng(seed(3))
     dims = ("chain", "draw", "pseudo_sample")
     log_weight = np.log(rng.dirichlet([1.0, 1.0], size=(2, 50)))
     tree = DataTree.from_dict({
@@ -54,4 +58,4 @@ def test_diagnose_reads_pseudo_extended_results():
     })
     diagnosis = diagnose(tree)
     assert list(diagnosis.checks.index) == ["divergences"]
-    assert diagnosis.problems[0].startswith("2 of 100 transitions diverged: NUTS")
+    assert diagnosis.problems[0].startswith("2 of 100 transitions diverged: the sampler")

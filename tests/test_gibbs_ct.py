@@ -4,7 +4,7 @@ and the evidence of analytic models."""
 import numpy as np
 import pymc as pm
 import pytest
-from arviz_stats.base.array import array_stats
+from checks import assert_within_mcse, assert_within_se, seed
 from conftest import model_fingerprint
 from scipy import integrate, stats
 from targets import conjugate_normal, hierarchical_linear_gaussian
@@ -14,9 +14,6 @@ from pymc_tempering.estimators import _log_abs_expm1
 from pymc_tempering.step_methods.gibbs_inverse_temperature import (
     truncated_exponential_inverse_cdf,
 )
-
-K = 4  # |estimate - truth| < K * standard error
-
 
 def exact_cdf(beta, delta):
     """CDF of eq. (17), written separately for each sign of Delta (no overflow)."""
@@ -33,11 +30,12 @@ def exact_cdf(beta, delta):
 # ----------------------------------------------------------------- the conditional sampler (exact)
 @pytest.mark.parametrize("delta", [-1e4, -30.0, -2.0, -1e-12, 0.0, 1e-12, 0.7, 25.0, 1e4])
 def test_inverse_cdf_matches_eq17_by_ks(delta):
-    rng = np.random.default_rng(123)
+    rng = np.random.default_rng(seed(123))
     beta = truncated_exponential_inverse_cdf(delta, rng.random(20_000))
     assert np.all((beta >= 0) & (beta <= 1))
     result = stats.kstest(beta, lambda b: exact_cdf(b, delta))
-    assert result.pvalue > 1e-3
+    # the p-value of exact draws is uniform: below 1e-4 with probability 1e-4
+    assert result.pvalue > 1e-4
 
 
 @pytest.mark.parametrize("delta", [-1e4, -3.0, -1e-12, 0.0, 1e-12, 3.0, 1e4])
@@ -75,14 +73,14 @@ def gaussian_gibbs():
 def test_step_delta_and_draws_are_exact(gaussian_gibbs):
     _, _, gmodel = gaussian_gibbs
     with gmodel:
-        step = pmt.GibbsInverseTemperature(rng=np.random.default_rng(0))
+        step = pmt.GibbsInverseTemperature(rng=np.random.default_rng(seed(0)))
     assert step.name == "gibbs_inverse_temperature"
     assert set(step.stats_dtypes_shapes) == {"delta"}
     for x in [-2.0, 0.1, 1.5, 40.0]:
         point = {"x": np.array(x), "inverse_temperature": np.array(0.5)}
         delta_ref = LOG_ZETA + stats.norm(0, 1).logpdf(x) - stats.norm(M, S).logpdf(x)
-        u = np.random.default_rng(7).random()
-        step.rng = np.random.default_rng(7)
+        u = np.random.default_rng(seed(7)).random()
+        step.rng = np.random.default_rng(seed(7))
         new, step_stats = step.step(point)
         # abs 1e-8: PyMC's Normal logp differs from scipy's by ~2e-9 (its log(2 pi) constant)
         assert step_stats[0]["delta"] == pytest.approx(delta_ref, rel=1e-12, abs=1e-8)
@@ -146,22 +144,22 @@ def test_gibbs_leaves_the_joint_invariant(gaussian_gibbs):
     before = model_fingerprint(model)
     idata = pmt.sample_gibbs_ct(
         2000, tune=500, chains=4, base=base, log_zeta=LOG_ZETA, model=model,
-        bootstrap=0, random_seed=2, progressbar=False,  # the joint of this base and log zeta
+        bootstrap=0, random_seed=seed(2), progressbar=False,  # the joint of this base and log zeta
     )
     assert model_fingerprint(model) == before
     truth = joint_reference()
     beta = idata["posterior"]["inverse_temperature"].values
     x = idata["posterior"]["x"].values
+    # Four means and the evidence at K (5 * 6.3e-5 < 1e-3). The ESS check (a precondition for
+    # the MCSE) asks for 100 of the 8000 draws: these series mix in a few steps, so their ESS
+    # is in the thousands and the precondition holds for any seed.
     for name, series in [
         ("beta", beta), ("beta_gt_half", (beta > 0.5).astype(float)), ("x", x), ("x2", x**2),
     ]:
-        ess = float(array_stats.ess(series, chain_axis=0, draw_axis=1, method="mean"))
-        assert ess > 400, name
-        mcse = float(array_stats.mcse(series, chain_axis=0, draw_axis=1, method="mean"))
-        assert abs(series.mean() - truth[name]) < K * mcse, (name, series.mean(), truth[name], mcse)
+        assert_within_mcse(series, truth[name], what=name, min_ess=100)
     # and the Rao-Blackwellised evidence: the target is normalised
     lml = pmt.log_marginal_likelihood(idata)
-    assert abs(lml.estimate - 0.0) < K * lml.standard_error
+    assert_within_se(lml.estimate, 0.0, lml.standard_error, what="log Z")
 
 
 # ----------------------------------------------------------------- evidence and layout
@@ -170,18 +168,16 @@ def conjugate_result():
     model, log_z, post_mean, post_sd = conjugate_normal()
     before = model_fingerprint(model)
     with model:
-        idata = pmt.sample_gibbs_ct(random_seed=11, progressbar=False)
+        idata = pmt.sample_gibbs_ct(random_seed=seed(11), progressbar=False)
     assert model_fingerprint(model) == before
     return idata, log_z, post_mean
 
 
-def test_conjugate_evidence_within_standard_error(conjugate_result):
+def test_conjugate_weighted_posterior(conjugate_result):
+    """(The evidence of the conjugate model, for every method, is in test_conformance.py.)"""
     idata, log_z, post_mean = conjugate_result
-    lml = pmt.log_marginal_likelihood(idata)
-    assert 0 < lml.standard_error < 0.2
-    assert abs(lml.estimate - log_z) < K * lml.standard_error
     row = pmt.weighted_summary(idata, var_names=["mu"]).loc["mu"]
-    assert abs(row["mean"] - post_mean) < K * row["mcse_mean"]
+    assert_within_se(row["mean"], post_mean, row["mcse_mean"], what="weighted mean of mu")
 
 
 def test_result_layout(conjugate_result):
@@ -214,23 +210,23 @@ def test_bad_input_and_reproducible():
         pmt.sample_gibbs_ct(x_step="slice", **kwargs)
     with pytest.raises(ValueError, match="dimension"):
         pmt.sample_gibbs_ct(**{**kwargs, "base": pmt.Base.from_moments([0, 0], [1, 1])})
-    a = pmt.sample_gibbs_ct(random_seed=5, **kwargs)
-    b = pmt.sample_gibbs_ct(random_seed=5, **kwargs)
+    a = pmt.sample_gibbs_ct(random_seed=seed(5), **kwargs)
+    b = pmt.sample_gibbs_ct(random_seed=seed(5), **kwargs)
     np.testing.assert_array_equal(a["posterior"]["mu"].values, b["posterior"]["mu"].values)
     np.testing.assert_array_equal(
         a["posterior"]["inverse_temperature"].values, b["posterior"]["inverse_temperature"].values
     )
-    c = pmt.sample_gibbs_ct(random_seed=6, x_step="hmc", **kwargs)
+    c = pmt.sample_gibbs_ct(random_seed=seed(6), x_step="hmc", **kwargs)
     assert not np.array_equal(a["posterior"]["mu"].values, c["posterior"]["mu"].values)
 
 
 def test_hierarchical_evidence_within_standard_error():
     model, log_z, post_mean = hierarchical_linear_gaussian()
     with model:
-        idata = pmt.sample_gibbs_ct(random_seed=3, progressbar=False)
+        idata = pmt.sample_gibbs_ct(random_seed=seed(3), progressbar=False)
     lml = pmt.log_marginal_likelihood(idata)
     assert 0 < lml.standard_error < 0.5
-    assert abs(lml.estimate - log_z) < K * lml.standard_error
+    assert_within_se(lml.estimate, log_z, lml.standard_error, what="log Z")
     summary = pmt.weighted_summary(idata, var_names=["mu_a", "b"])
     exact = np.concatenate([[post_mean[0]], post_mean[-2:]])
-    assert np.all(np.abs(summary["mean"].values - exact) < K * summary["mcse_mean"].values)
+    assert_within_se(summary["mean"].values, exact, summary["mcse_mean"].values, what="means")

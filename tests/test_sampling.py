@@ -1,0 +1,93 @@
+"""sampling.py: the contract's argument check, seeds, and warnings (no sampling)."""
+
+import numpy as np
+import pytest
+import xarray as xr
+from xarray import DataTree
+
+from pymc_tempering.sampling import (
+    DivergenceError,
+    check_sampler_args,
+    keep_value_variables,
+    seed_attrs,
+    split_seed,
+    warn_problems,
+)
+
+
+def test_check_sampler_args_accepts_and_converts():
+    assert check_sampler_args(10, 0, 1) == (10, 0, 1)
+    out = check_sampler_args(np.int64(5), np.int32(2), np.int8(3))
+    assert out == (5, 2, 3) and all(type(v) is int for v in out)
+
+
+@pytest.mark.parametrize(
+    "args, name",
+    [
+        ((0, 10, 2), "draws"),
+        ((-5, 10, 2), "draws"),
+        ((1.5, 10, 2), "draws"),
+        (("10", 10, 2), "draws"),
+        ((True, 10, 2), "draws"),
+        ((10, -1, 2), "tune"),
+        ((10, 0.5, 2), "tune"),
+        ((10, 10, 0), "chains"),
+        ((10, 10, None), "chains"),
+    ],
+)
+def test_check_sampler_args_errors_name_the_argument(args, name):
+    with pytest.raises(ValueError, match=f"{name} must be an integer of at least"):
+        check_sampler_args(*args)
+
+
+def test_check_sampler_args_min_draws():
+    with pytest.raises(ValueError, match="at least 2"):
+        check_sampler_args(1, 0, 1, min_draws=2)
+
+
+def test_split_seed_reproducible_and_independent():
+    a, b = split_seed(42, 3), split_seed(42, 3)
+    assert a == b and len(set(a)) == 3 and all(isinstance(s, int) for s in a)
+    assert split_seed(43, 3) != a
+    assert split_seed(None, 2) == [None, None]
+    g1, g2 = split_seed(np.random.default_rng(1), 2), split_seed(np.random.default_rng(1), 2)
+    assert g1 == g2
+    # a prefix of a longer split is the shorter split (SeedSequence.spawn)
+    assert split_seed(42, 5)[:3] == a
+
+
+def test_seed_attrs():
+    assert seed_attrs(7) == {"random_seed": 7}
+    assert type(seed_attrs(np.int64(7))["random_seed"]) is int
+    assert seed_attrs(None) == {}
+    assert seed_attrs(np.random.default_rng(0)) == {}
+    assert seed_attrs(True) == {}
+
+
+def test_divergence_error_is_a_floating_point_error():
+    assert issubclass(DivergenceError, FloatingPointError)
+
+
+def _tree(diverging):
+    return DataTree.from_dict({
+        "/sample_stats": xr.Dataset({"diverging": (("chain", "draw"), diverging)}),
+    })
+
+
+def test_warn_problems_warns_once_per_problem():
+    diverging = np.zeros((2, 10), dtype=bool)
+    with pytest.warns(UserWarning, match="3 of 20 transitions diverged"):
+        diverging[0, :3] = True
+        warn_problems(_tree(diverging))
+
+
+def test_warn_problems_is_silent_on_a_clean_result(recwarn):
+    warn_problems(_tree(np.zeros((2, 10), dtype=bool)))
+    assert not [w for w in recwarn if issubclass(w.category, UserWarning)]
+
+
+def test_keep_value_variables():
+    pymc_kwargs = keep_value_variables("pymc", {"target_accept": 0.9})
+    assert pymc_kwargs == {"target_accept": 0.9, "idata_kwargs": {"include_transformed": True}}
+    jax_kwargs = keep_value_variables("numpyro", {"nuts": {"chain_method": "vectorized"}})
+    assert jax_kwargs["nuts"] == {"chain_method": "vectorized", "keep_untransformed": True}
