@@ -318,5 +318,4 @@ def test_radon_without_bootstrap_is_marked_unreliable():
             random_seed=seed(43), progressbar=False,
         )
     lml = pmt.log_marginal_likelihood(idata)
-    assert not lml.reliable
-    assert abs(lml.estimate - radon_log_marginal_likelihood()) > 10 * lml.standard_error
+    assert not lml.reliable, (lml, lml.estimate - radon_log_marginal_likelihood())
