@@ -43,7 +43,7 @@ logging.getLogger("pymc").setLevel(logging.ERROR)
 
 SIGMA = np.array([[2.0, 1.5], [1.5, 1.6]])
 P0 = pmt.Base.from_moments(np.zeros(2), 3.0 * np.eye(2))
-SETTINGS = dict(n_steps=9, leapfrog_steps=5, initial=P0, n_particles=100, learning_rate=0.05,
+SETTINGS = dict(n_steps=9, n_leapfrog=5, initial=P0, n_particles=100, learning_rate=0.05,
                 progressbar=False)
 
 
@@ -78,12 +78,12 @@ def main(argv=None):
     model = build_model()
     truth = exact_expected_log_density()
     start = time.perf_counter()
-    untuned = pmt.fit_ergodic(model, n_iterations=0, tune_initial=False, random_seed=args.seed,
-                              **SETTINGS)
+    untuned = pmt.fit_ergodic(model=model, n_iterations=0, tune_initial=False,
+                              random_seed=args.seed, **SETTINGS)
     fits = {"untuned": untuned}
     for name, mode in [("P_0 fixed", False), ("stein", "stein")]:
-        fits[name] = pmt.fit_ergodic(model, n_iterations=args.iterations, tune_initial=mode,
-                                     random_seed=args.seed, **SETTINGS)
+        fits[name] = pmt.fit_ergodic(model=model, n_iterations=args.iterations,
+                                     tune_initial=mode, random_seed=args.seed, **SETTINGS)
     print(f"fits: {time.perf_counter() - start:.1f} s (compiling included)")
     print(f"P_0 scale set by the Stein identity: sd {fits['stein'].initial_std[0]:.3f} "
           f"(started at {np.sqrt(3):.3f})")

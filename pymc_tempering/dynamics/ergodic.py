@@ -12,11 +12,12 @@ subject to ``H(P_0) > h`` (eq. 5). Gradients use the reparameterisation of eqs. 
 of eq. (8), differentiated by PyTensor through the whole chain. With ``stop_gradient`` (section
 3.2) the gradient is stopped at the input ``x_{t-1}`` of every transition.
 
-The chain is one PyTensor graph: a ``scan`` over the ``T`` HMC steps, each with ``leapfrog_steps``
-leapfrog steps (Algorithm 1 of the paper), on a batch of particles, using the model's own log
-density from :class:`~pymc_tempering.Target` vectorised over particles with
-:func:`pytensor.graph.replace.vectorize_graph`. The optimiser is PyMC's Adam
-(:func:`pymc.variational.updates.adam`). Everything is compiled once.
+The numerics (the chain graph, the objective, the ways of tuning ``P_0``, the averaging and the
+Stein calibration) are in :mod:`pymc_tempering.kernels.ergodic`; this module validates the
+settings, runs the optimisation through :func:`~pymc_tempering.driver.run_kernel` (one Adam
+iteration per step, PyMC's :func:`pymc.variational.updates.adam`) and holds the result,
+:class:`ErgodicApproximation`, whose :meth:`~ErgodicApproximation.sample` returns the library's
+layout.
 """
 
 from __future__ import annotations
@@ -24,129 +25,36 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pymc as pm
-import pytensor
-import pytensor.tensor as pt
 from pymc.model import modelcontext
-from pymc.variational.updates import adam
-from pytensor.gradient import disconnected_grad
-from pytensor.graph.replace import vectorize_graph
-from scipy.optimize import brentq
 from xarray import DataTree
 
 from pymc_tempering.base import Base, fit_base
-from pymc_tempering.driver import draws_to_datatree, progress_bar
-from pymc_tempering.results import build_result
-from pymc_tempering.sampling import split_seed
+from pymc_tempering.driver import driver_result, run_kernel
+from pymc_tempering.kernels import ergodic as hei
+from pymc_tempering.kernels.ergodic import gaussian_entropy
+from pymc_tempering.sampling import DivergenceError, check_sampler_args, seed_attrs, split_seed
 from pymc_tempering.target import Target
 
 __all__ = ["ErgodicApproximation", "fit_ergodic", "gaussian_entropy"]
 
-_LOG_2PI_E = float(np.log(2.0 * np.pi) + 1.0)
 
+class _ChainRun(NamedTuple):
+    """Outputs of :meth:`ErgodicApproximation._run` for ``n`` chains.
 
-def gaussian_entropy(cov) -> float:
-    """Entropy of a Gaussian with covariance ``cov`` (matrix, or vector of variances)."""
-    cov = np.asarray(cov, dtype=float)
-    if cov.ndim == 1:
-        logdet = float(np.sum(np.log(cov)))
-        d = cov.size
-    else:
-        sign, logdet = np.linalg.slogdet(cov)
-        if sign <= 0:
-            return -np.inf
-        d = cov.shape[0]
-    return 0.5 * (d * _LOG_2PI_E + logdet)
-
-
-# ---------------------------------------------------------------------------------- the graph
-class _ChainGraph:
-    """Symbolic pieces of the HEI chain for one target, built once.
-
-    ``batch_logp(X)`` is the model's log density at the rows of a matrix ``X`` (particles), and
-    ``logp_and_grad(X)`` adds its gradient with respect to ``X``.
+    ``x`` (n, d) last states; ``log_density`` (T + 1, n); ``accepted``, ``acceptance_rate`` and
+    ``diverging`` (T, n) per transition; ``score`` (n, d) ``grad log pi*`` at the last states.
     """
 
-    def __init__(self, target: Target):
-        self.target = target
-        self._x = pt.vector("x_flat", dtype="float64")
-        self._logp = target.logp_graph(target.unravel_graph(self._x))
-
-    def batch_logp(self, xs):
-        return vectorize_graph(self._logp, replace={self._x: xs})
-
-    def logp_and_grad(self, xs):
-        lp = self.batch_logp(xs)
-        return lp, pt.grad(pt.sum(lp), xs)
-
-    def transition(self, x_prev, eps_r, u, log_step, log_var, leapfrog_steps, stop_gradient):
-        """One HMC transition, eq. (8): leapfrog proposal, then the M-H selection.
-
-        ``eps_r`` (n, d) standard normal noise for the momentum ``r = sqrt(var) eps_r``, ``u``
-        (n,) uniforms for the acceptance test. Returns the new state, its log density and the
-        acceptance indicators.
-        """
-        if stop_gradient:
-            x_prev = disconnected_grad(x_prev)
-        step = pt.exp(log_step)
-        var = pt.exp(log_var)
-        r0 = pt.sqrt(var) * eps_r
-        lp0, g = self.logp_and_grad(x_prev)
-        x, r = x_prev, r0
-        lp = lp0
-        for _ in range(leapfrog_steps):  # Algorithm 1, U = -log pi*
-            r = r + 0.5 * step * g
-            x = x + step / var * r
-            lp, g = self.logp_and_grad(x)
-            r = r + 0.5 * step * g
-        log_accept = (lp - 0.5 * pt.sum(r**2 / var, axis=1)) - (
-            lp0 - 0.5 * pt.sum(r0**2 / var, axis=1)
-        )
-        # NaN or -inf proposals are rejected (the comparison is False).
-        accept = pt.lt(pt.log(u), log_accept) & pt.isfinite(lp)
-        x_new = pt.switch(accept[:, None], x, x_prev)
-        lp_new = pt.switch(accept, lp, lp0)
-        return x_new, lp_new, accept
-
-    def chain(self, x0, eps_r, u, log_steps, log_vars, leapfrog_steps, stop_gradient):
-        """The ``T``-step chain as one ``scan``; returns states, log densities and acceptances
-        of steps 1..T (each with a leading axis of length T)."""
-
-        def step_fn(eps_r_t, u_t, log_step_t, log_var_t, x_prev):
-            x_new, lp_new, accept = self.transition(
-                x_prev, eps_r_t, u_t, log_step_t, log_var_t, leapfrog_steps, stop_gradient
-            )
-            return x_new, lp_new, pt.cast(accept, "float64")
-
-        (xs, lps, accepts), _ = pytensor.scan(
-            step_fn,
-            sequences=[eps_r, u, log_steps, log_vars],
-            outputs_info=[x0, None, None],
-            strict=False,
-        )
-        return xs, lps, accepts
-
-
-def _stein_terms(x, score):
-    """Per-draw terms of the Stein gap: their mean is the gap of the draws ``x`` (rows).
-
-    For a target ``pi`` whose density vanishes fast enough at the edges, integration by parts
-    gives ``E_pi[(x - m) . grad log pi(x)] = -d`` for any constant ``m`` (the virial or
-    equipartition identity). The gap ``1 + mean_i[(x_i - xbar) . score_i] / d`` is therefore about
-    zero for draws of ``pi``, positive for draws that are too concentrated and negative for draws
-    that are too dispersed: for ``pi = N(m, S)`` and draws with covariance ``c S`` it is
-    ``1 - c``. ``score`` holds ``grad log pi*`` at the rows of ``x``. Works on NumPy arrays and on
-    PyTensor variables alike.
-    """
-    return 1.0 + ((x - x.mean(axis=0)) * score).sum(axis=1) / x.shape[1]
-
-
-def _mean_and_se(values) -> tuple[float, float]:
-    """Mean of independent values and its standard error."""
-    values = np.asarray(values, dtype=float)
-    return float(values.mean()), float(values.std(ddof=1) / np.sqrt(values.size))
+    x: np.ndarray
+    log_density: np.ndarray
+    accepted: np.ndarray
+    acceptance_rate: np.ndarray
+    diverging: np.ndarray
+    score: np.ndarray
 
 
 # ---------------------------------------------------------------------------------- result
@@ -166,7 +74,8 @@ class ErgodicApproximation:
     momentum_variance : ndarray, shape (n_steps, ndim)
         Diagonal variance of the momentum of each HMC transition (the leapfrog moves the state by
         ``step_size / momentum_variance * r``).
-    leapfrog_steps : int
+    n_leapfrog : int
+        Leapfrog steps per transition.
     entropy_lower_bound : float
         The bound ``h`` of eq. (5) that ``H(P_0)`` was held above.
     objective : ndarray, shape (n_iterations,)
@@ -189,7 +98,7 @@ class ErgodicApproximation:
     initial_std: np.ndarray
     step_size: np.ndarray
     momentum_variance: np.ndarray
-    leapfrog_steps: int
+    n_leapfrog: int
     entropy_lower_bound: float
     objective: np.ndarray = field(repr=False)
     expected_log_density: np.ndarray = field(repr=False)
@@ -206,25 +115,8 @@ class ErgodicApproximation:
 
     @property
     def ndim(self) -> int:
+        """Dimension of the flat unconstrained space."""
         return int(self.initial_mean.size)
-
-    def _compiled_sampler(self):
-        if self._sampler is None:
-            graph = _ChainGraph(self.target)
-            x0 = pt.matrix("x0", dtype="float64")
-            eps_r = pt.tensor3("eps_r", dtype="float64")
-            u = pt.matrix("u", dtype="float64")
-            log_steps = pt.vector("log_steps", dtype="float64")
-            log_vars = pt.matrix("log_vars", dtype="float64")
-            xs, lps, accepts = graph.chain(
-                x0, eps_r, u, log_steps, log_vars, self.leapfrog_steps, stop_gradient=True
-            )
-            lp0 = graph.batch_logp(x0)
-            score = graph.logp_and_grad(xs[-1])[1]
-            self._sampler = pm.compile(
-                [x0, eps_r, u, log_steps, log_vars], [xs[-1], lp0, lps, accepts, score]
-            )
-        return self._sampler
 
     def run_chain(self, n: int, random_seed=None, chunk_size: int = 10_000, *, x0=None):
         """Run the tuned chain from ``n`` fresh draws of ``P_0`` (or from given states).
@@ -250,14 +142,14 @@ class ErgodicApproximation:
         accepted : ndarray, shape (n_steps, n)
             M-H acceptance indicators of each transition.
         """
-        x, lp, acc, _ = self._run(n, np.random.default_rng(random_seed), chunk_size, x0)
-        return x, lp, acc
+        run = self._run(n, np.random.default_rng(random_seed), chunk_size, x0)
+        return run.x, run.log_density, run.accepted
 
-    def _run(self, n, rng, chunk_size=10_000, x0=None):
-        """``run_chain`` on a Generator, also returning ``grad log pi*`` at the last states."""
-        fn = self._compiled_sampler()
-        log_steps = np.log(self.step_size)
-        log_vars = np.log(self.momentum_variance)
+    def _run(self, n, rng, chunk_size=10_000, x0=None) -> _ChainRun:
+        """``run_chain`` on a Generator, with every output of the compiled chain."""
+        if self._sampler is None:
+            self._sampler = hei.compile_chain_sampler(self.target, self.n_leapfrog)
+        log_steps, log_vars = np.log(self.step_size), np.log(self.momentum_variance)
         if x0 is not None:
             x0 = np.asarray(x0, dtype=float)
             if x0.shape != (int(n), self.ndim):
@@ -272,11 +164,12 @@ class ErgodicApproximation:
                 start_states = x0[start : start + m]
             eps_r = rng.standard_normal((self.n_steps, m, self.ndim))
             u = rng.uniform(size=(self.n_steps, m))
-            x_t, lp0, lp, acc, score = fn(start_states, eps_r, u, log_steps, log_vars)
-            out.append((x_t, np.concatenate([lp0[None], lp], axis=0), acc, score))
-        x, lp, acc, score = zip(*out)
-        return (np.concatenate(x), np.concatenate(lp, axis=1), np.concatenate(acc, axis=1),
-                np.concatenate(score))
+            x_t, lp0, lp, *rest, score = self._sampler(start_states, eps_r, u, log_steps, log_vars)
+            out.append((x_t, np.concatenate([lp0[None], lp], axis=0), *rest, score))
+        axes = [0, 1, 1, 1, 1, 0]  # chains are the rows of x and score, the columns otherwise
+        return _ChainRun(
+            *(np.concatenate(parts, axis=axis) for parts, axis in zip(zip(*out), axes, strict=True))
+        )
 
     def stein_gap(self, n: int = 10_000, random_seed=None) -> tuple[float, float]:
         """How far ``P_T`` is from the target's spread: the Stein gap and its MCSE.
@@ -291,164 +184,74 @@ class ErgodicApproximation:
         -------
         gap, mcse : float
         """
-        x, _, _, score = self._run(int(n), np.random.default_rng(random_seed))
-        return _mean_and_se(_stein_terms(x, score))
+        run = self._run(int(n), np.random.default_rng(random_seed))
+        return hei.mean_and_se(hei.stein_terms(run.x, run.score))
 
-    def sample(self, n: int, random_seed=None, *, chains: int = 1) -> DataTree:
+    def sample(self, draws: int = 1000, chains: int = 4, random_seed=None) -> DataTree:
         """Independent draws from ``P_T`` in the library's result layout.
 
         Each draw is the last state of its own chain, started from a fresh draw of ``P_0``, so
-        the draws are independent and carry no weights (there is no ``log_weight``).
+        the draws are independent and equally weighted (``log_weight`` is zero).
 
         Parameters
         ----------
-        n : int
+        draws : int
             Draws per chain.
-        random_seed : int, numpy.random.Generator or None
         chains : int
-            Number of ``chain`` entries to split the draws into (all are independent).
+            Number of ``chain`` entries (all draws are independent).
+        random_seed : int, numpy.random.Generator or None
 
         Returns
         -------
         xarray.DataTree
             ``posterior`` with the model's variables (constrained) and deterministics;
             ``unconstrained_posterior`` with the transformed value variables; ``sample_stats``
-            with ``lp`` (the model's log density at the draw, with Jacobians) and
-            ``acceptance_rate`` (the fraction of the ``T`` transitions that accepted).
+            with ``log_weight`` (zeros), ``lp`` (the model's log density at the draw, with
+            Jacobians), ``acceptance_rate`` (the M-H acceptance probability of the last
+            transition of the draw's chain) and ``diverging`` (a non-finite energy anywhere in
+            the draw's chain); the fit's settings and the seed in attrs.
+
+        Raises
+        ------
+        ValueError
+            For ``draws`` or ``chains`` that are not positive integers.
         """
-        n, chains = int(n), int(chains)
-        if n < 1 or chains < 1:
-            raise ValueError(f"n and chains must be positive, got n={n}, chains={chains}.")
-        x, lp, acc = self.run_chain(n * chains, random_seed)
+        draws, _, chains = check_sampler_args(draws, 0, chains)
+        run = self._run(draws * chains, np.random.default_rng(random_seed))
+        lp = run.log_density[-1]
+        diverging = run.diverging.any(axis=0) | ~np.isfinite(lp) | ~np.isfinite(run.x).all(axis=1)
         stats = {
-            "lp": lp[-1].reshape(chains, n),
-            "acceptance_rate": acc.mean(axis=0).reshape(chains, n),
+            "lp": lp.reshape(chains, draws),
+            "acceptance_rate": run.acceptance_rate[-1].reshape(chains, draws),
+            "diverging": diverging.reshape(chains, draws),
         }
-        sampled = draws_to_datatree(
-            self.target, x.reshape(chains, n, self.ndim), sample_stats=stats
+        x = run.x.reshape(chains, draws, self.ndim)
+        return driver_result(
+            self.target, x, method="ergodic_inference", sample_stats=stats,
+            random_seed=random_seed, attrs=self._attrs(),
         )
+
+    def _attrs(self) -> dict:
+        """Scalar settings of the fit for a result's attrs."""
         attrs = {
             "n_steps": self.n_steps,
-            "leapfrog_steps": self.leapfrog_steps,
+            "n_leapfrog": self.n_leapfrog,
             "entropy_lower_bound": float(self.entropy_lower_bound),
-            **{k: v for k, v in self.settings.items() if k not in ("n_steps", "leapfrog_steps")},
+            **{k: v for k, v in self.settings.items() if k not in ("n_steps", "n_leapfrog")},
         }
         if self.objective.size:
-            attrs["final_objective"] = float(np.mean(self.objective[-max(1, self.objective.size // 10) :]))
-        return build_result(sampled, self.target, method="ergodic_inference", attrs=attrs)
+            tail = self.objective[-max(1, self.objective.size // 10) :]
+            attrs["final_objective"] = float(np.mean(tail))
+        return attrs
 
 
 # ---------------------------------------------------------------------------------- fitting
-def _initial_gaussian(target: Target, initial, prior_base: Base | None):
-    if isinstance(initial, Base):
-        if initial.ndim != target.ndim:
-            raise ValueError(
-                f"The initial Base has dimension {initial.ndim}; the model's flat unconstrained "
-                f"space has {target.ndim}."
-            )
-        return np.array(initial.mean, dtype=float), np.array(initial.std, dtype=float)
-    if isinstance(initial, str) and initial == "prior":
-        return np.array(prior_base.mean, dtype=float), np.array(prior_base.std, dtype=float)
-    raise ValueError(f"initial must be 'prior' or a pymc_tempering.Base, got {initial!r}.")
-
-
-def fit_ergodic(
-    model: pm.Model | None = None,
-    *,
-    n_steps: int = 10,
-    leapfrog_steps: int = 5,
-    initial="prior",
-    entropy_lower_bound: float | None = None,
-    n_particles: int = 200,
-    n_iterations: int = 1000,
-    learning_rate: float = 0.01,
-    stop_gradient: bool = True,
-    tune_initial: bool | str = True,
-    calibration_draws: int = 10_000,
-    initial_step_size=(0.01, 0.025),
-    n_prior_draws: int = 4000,
-    random_seed=None,
-    progressbar: bool = True,
-) -> ErgodicApproximation:
-    """Fit an ergodic approximation (Hamiltonian ergodic inference) to a PyMC model.
-
-    Maximises the EMLBO of eq. (4) of the ergodic-inference paper,
-    ``E_{p_T}[log pi*] + E_{p_0}[log pi*] + H(P_0)``, subject to ``H(P_0) > h`` (eq. 5), by Adam
-    on reparameterised Monte Carlo gradients (eqs. 7-9) through the ``T``-step HMC chain. The
-    returned parameters are the average of the iterates of the second half of the iterations
-    (Polyak-Ruppert averaging), which removes most of the jitter of a constant learning rate.
-
-    Parameters
-    ----------
-    model : pymc.Model, optional
-        Taken from the context when omitted. It is never modified. Discrete free variables are
-        refused (see :class:`~pymc_tempering.Target`).
-    n_steps : int
-        Number ``T`` of HMC transitions in the chain.
-    leapfrog_steps : int
-        Leapfrog steps per HMC transition.
-    initial : "prior" or Base
-        The starting ``P_0``: ``"prior"`` uses the Gaussian moment-matched to prior draws on the
-        unconstrained space (its diagonal: ``P_0`` is factorised); a :class:`~pymc_tempering.Base`
-        gives its mean and marginal standard deviations.
-    entropy_lower_bound : float, optional
-        The bound ``h`` of eq. (5). Default (section 3.3): the prior's entropy on the
-        unconstrained space, taken as the entropy of the Gaussian moment-matched to
-        ``n_prior_draws`` prior draws (full covariance). Where the prior cannot be drawn, pass it.
-    n_particles : int
-        Monte Carlo samples ``N`` per gradient estimate.
-    n_iterations : int
-        Adam iterations. ``0`` returns the untuned chain (initial parameters).
-    learning_rate : float
-        Adam's learning rate. The parameters are the mean and log standard deviations of
-        ``P_0``, and per step the log step size and log momentum variances.
-    stop_gradient : bool
-        Stop the gradient at the input ``x_{t-1}`` of every transition (section 3.2): much
-        cheaper, and on the paper's examples as good.
-    tune_initial : True, False or "stein"
-        How ``P_0`` is tuned while the transitions maximise ``E_{p_T}[log pi*]``. ``True`` (the
-        paper): its mean and scales maximise ``ELBO(P_0)`` under eq. (5). ``False``: kept fixed
-        (section 3.3, the paper's DGM example). ``"stein"`` (beyond the paper): its mean and
-        shape are kept and one common scale is tuned so that ``P_T`` satisfies the Stein
-        identity ``E[(x - m) . grad log pi*(x)] = -d`` (see
-        :meth:`ErgodicApproximation.stein_gap`), then calibrated after training (see
-        ``calibration_draws``). The EMLBO rewards a ``P_T`` that is too concentrated (its
-        optimum is not the target); the Stein identity pins the spread of ``P_T`` down, in the
-        spirit of the authors' follow-up (Campbell et al. 2021), which picks ``P_0``'s scale by
-        a kernel Stein discrepancy. Every mode keeps ``H(P_0) >= h``.
-    calibration_draws : int
-        For ``tune_initial="stein"``: after training, the transitions are held fixed and the
-        scale of ``P_0`` is set by a root search (Brent, common random numbers) so that the Stein
-        gap of this many chains is zero. Its precision is recorded in
-        ``settings["calibration_gap_mcse"]``. ``0`` skips the calibration.
-    initial_step_size : float or (low, high)
-        Initial leapfrog step sizes: one value, or drawn uniformly per step from ``(low, high)``
-        (the paper's default range is (0.01, 0.025)). Initial momentum variances are 1.
-    n_prior_draws : int
-        Prior draws used for ``initial="prior"`` and the default bound.
-    random_seed : int, numpy.random.Generator or None
-        Makes the fit reproducible.
-    progressbar : bool
-
-    Returns
-    -------
-    ErgodicApproximation
-
-    Raises
-    ------
-    ValueError
-        If ``H(P_0) <= h`` at the start (widen ``initial`` or lower ``entropy_lower_bound``), if
-        the prior cannot be drawn and no bound is given, for invalid settings, or if the
-        objective becomes NaN (the message names the iteration).
-    """
-    model = modelcontext(model)
-    target = Target(model)
-    d = target.ndim
-    n_steps, leapfrog_steps = int(n_steps), int(leapfrog_steps)
-    n_particles, n_iterations = int(n_particles), int(n_iterations)
-    if n_steps < 1 or leapfrog_steps < 1:
+def _check_options(n_steps, n_leapfrog, n_particles, n_iterations, learning_rate, tune_initial,
+                   calibration_draws) -> None:
+    """Refuse invalid settings of :func:`fit_ergodic` with a clear ``ValueError``."""
+    if n_steps < 1 or n_leapfrog < 1:
         raise ValueError(
-            f"n_steps and leapfrog_steps must be at least 1, got {n_steps} and {leapfrog_steps}."
+            f"n_steps and n_leapfrog must be at least 1, got {n_steps} and {n_leapfrog}."
         )
     if n_particles < 1 or n_iterations < 0:
         raise ValueError(
@@ -466,12 +269,28 @@ def fit_ergodic(
             f"calibration_draws must be 0 (no calibration) or an integer >= 2, got "
             f"{calibration_draws!r}."
         )
-    prior_seed, init_seed, noise_seed, calibration_seed = split_seed(random_seed, 4)
 
+
+def _initial_gaussian(target: Target, initial, prior_base: Base | None):
+    """Mean and sds of the factorised ``P_0`` from ``initial`` ("prior" or a Base)."""
+    if isinstance(initial, Base):
+        if initial.ndim != target.ndim:
+            raise ValueError(
+                f"The initial Base has dimension {initial.ndim}; the model's flat unconstrained "
+                f"space has {target.ndim}."
+            )
+        return np.array(initial.mean, dtype=float), np.array(initial.std, dtype=float)
+    if isinstance(initial, str) and initial == "prior":
+        return np.array(prior_base.mean, dtype=float), np.array(prior_base.std, dtype=float)
+    raise ValueError(f"initial must be 'prior' or a pymc_tempering.Base, got {initial!r}.")
+
+
+def _initial_and_bound(model, target, initial, entropy_lower_bound, n_prior_draws, seed):
+    """``P_0``'s mean and sds, the bound ``h`` of eq. (5) and where it came from; checks eq. (5)."""
     prior_base = None
     if (isinstance(initial, str) and initial == "prior") or entropy_lower_bound is None:
         try:
-            prior_base = fit_base(model, method="prior", n=n_prior_draws, random_seed=prior_seed)
+            prior_base = fit_base(model, method="prior", n=n_prior_draws, random_seed=seed)
         except ValueError as err:
             raise ValueError(
                 "The prior cannot be drawn from on the unconstrained space, so neither "
@@ -481,11 +300,9 @@ def fit_ergodic(
             ) from err
     mean0, std0 = _initial_gaussian(target, initial, prior_base)
     if entropy_lower_bound is None:
-        entropy_lower_bound = gaussian_entropy(prior_base.cov)
-        bound_source = "prior_gaussian_entropy"
+        h, source = gaussian_entropy(prior_base.cov), "prior_gaussian_entropy"
     else:
-        bound_source = "user"
-    h = float(entropy_lower_bound)
+        h, source = float(entropy_lower_bound), "user"
     if not np.isfinite(h):
         raise ValueError(
             f"The entropy lower bound is {h}; pass a finite entropy_lower_bound (the prior's "
@@ -495,159 +312,96 @@ def fit_ergodic(
     if not h0 >= h - 1e-12 * max(1.0, abs(h)):
         raise ValueError(
             f"The initial distribution P_0 has entropy {h0:.4g}, below the bound "
-            f"h = {h:.4g} of eq. (5) ({bound_source}). Ergodic inference needs a P_0 wider than "
+            f"h = {h:.4g} of eq. (5) ({source}). Ergodic inference needs a P_0 wider than "
             "the target: widen `initial` (scale its standard deviations by at least "
-            f"{np.exp((h - h0) / d):.3g}) or lower `entropy_lower_bound`."
+            f"{np.exp((h - h0) / target.ndim):.3g}) or lower `entropy_lower_bound`."
         )
+    return mean0, std0, float(h), source
 
-    rng_init = np.random.default_rng(init_seed)
-    if np.ndim(initial_step_size) == 0:
-        steps0 = np.full(n_steps, float(initial_step_size))
-    else:
-        low, high = (float(v) for v in initial_step_size)
-        steps0 = rng_init.uniform(low, high, size=n_steps)
-    if not np.all(steps0 > 0):
-        raise ValueError(f"Initial step sizes must be positive, got {initial_step_size!r}.")
 
-    # Shared parameters (the optimiser's state lives beside them).
-    mu = pytensor.shared(mean0.copy(), name="initial_mean")
-    log_sigma = pytensor.shared(np.log(std0), name="initial_log_std")
-    log_scale = pytensor.shared(np.float64(0.0), name="initial_log_scale")
-    log_steps = pytensor.shared(np.log(steps0), name="log_step_size")
-    log_vars = pytensor.shared(np.zeros((n_steps, d)), name="log_momentum_variance")
+_PARAMETER_NAMES = {  # FitParameters field -> what the user knows it as
+    "mean": "mean of P_0",
+    "log_std": "scale of P_0",
+    "log_scale": "scale of P_0",
+    "log_step_size": "leapfrog step sizes",
+    "log_momentum_variance": "momentum variances",
+}
+_REMEDY = (
+    "lower learning_rate or step_size, or start from a narrower P_0 inside the model's support"
+)
 
-    graph = _ChainGraph(target)
-    eps0 = pt.matrix("eps0", dtype="float64")
-    eps_r = pt.tensor3("eps_r", dtype="float64")
-    u = pt.matrix("u", dtype="float64")
-    x0 = mu + pt.exp(log_sigma + log_scale) * eps0
-    xs, lps, accepts = graph.chain(x0, eps_r, u, log_steps, log_vars, leapfrog_steps, stop_gradient)
-    e_log_T = pt.mean(lps[-1])
-    e_log_0 = pt.mean(graph.batch_logp(x0))
-    entropy0 = 0.5 * d * _LOG_2PI_E + pt.sum(log_sigma) + d * log_scale
-    x_last = disconnected_grad(xs[-1])
-    gap = pt.mean(_stein_terms(x_last, graph.logp_and_grad(x_last)[1]))
-    objective = e_log_T + e_log_0 + entropy0  # the EMLBO, eq. (4)
-    if stop_gradient:
-        # Section 3.2: the gradient stops at the input x_{t-1} of every transition, so the
-        # parameters of step t get the gradient of eq. (9) evaluated one step at a time:
-        # d/dphi_t E_{p_t}[log pi*]. Summing E_{p_t}[log pi*] over t gives every step its own
-        # term (with E_{p_T} alone only the last step would get a gradient); the value reported
-        # stays the EMLBO.
-        surrogate = pt.sum(pt.mean(lps, axis=1)) + e_log_0 + entropy0
-    else:
-        surrogate = objective  # the exact gradient of eq. (4), back-propagated through the chain
 
-    phi = [log_steps, log_vars]
-    if tune_initial == "stein":
-        initial_params = [log_scale]
-        # Not a gradient for log_scale: the direction that drives the Stein gap of P_T to zero
-        # (a positive gap, P_T too concentrated, widens P_0), a Robbins-Monro root search run
-        # by Adam.
-        grads = [*pt.grad(-surrogate, phi), -gap]
-    else:
-        initial_params = [mu, log_sigma] if tune_initial else []
-        grads = pt.grad(-surrogate, phi + initial_params)  # one backward pass for all
-    outputs = [objective, e_log_T, pt.mean(accepts, axis=1), entropy0, gap]
-    updates = (
-        adam(grads, phi + initial_params, learning_rate=learning_rate) if n_iterations else {}
-    )
-    if initial_params and n_iterations:
-        # Eq. (5): leave P_0 unchanged when the step would take H(P_0) below h.
-        new_entropy = 0.5 * d * _LOG_2PI_E + pt.sum(
-            updates.get(log_sigma, log_sigma)
-        ) + d * updates.get(log_scale, log_scale)
-        keep = pt.ge(new_entropy, h)
-        for p_ in initial_params:
-            updates[p_] = pt.switch(keep, updates[p_], p_)
-    train = pm.compile([eps0, eps_r, u], outputs, updates=updates) if n_iterations else None
-
-    rng = np.random.default_rng(noise_seed)
-    hist_obj = np.full(n_iterations, np.nan)
-    hist_elog = np.full(n_iterations, np.nan)
-    hist_acc = np.full((n_iterations, n_steps), np.nan)
-    hist_ent = np.full(n_iterations, np.nan)
-    hist_gap = np.full(n_iterations, np.nan)
-    # Polyak-Ruppert averaging: the fit returns the mean of the iterates of the second half.
-    params = phi + initial_params
-    n_average = n_iterations - n_iterations // 2
-    sums = [np.zeros_like(p_.get_value()) for p_ in params]
-    loop_start = None
-    with progress_bar(n_iterations, "Ergodic inference", progressbar and n_iterations > 0) as advance:
-        for i in range(n_iterations):
-            obj, elog, acc, ent, gap_i = train(
-                rng.standard_normal((n_particles, d)),
-                rng.standard_normal((n_steps, n_particles, d)),
-                rng.uniform(size=(n_steps, n_particles)),
-            )
-            if not np.isfinite(obj):
-                raise ValueError(
-                    f"The ergodic objective became {float(obj)} at iteration {i} of "
-                    f"{n_iterations} (E_pT[log pi*] = {float(elog)}). The chain reached a region "
-                    "where the model's log density or its gradient is not finite: lower "
-                    "learning_rate or the initial step sizes, or start from a narrower P_0 "
-                    "inside the support."
+def _check_fit_finite(iteration, n_iterations, objective, expected, params) -> None:
+    """Raise :class:`DivergenceError` for a non-finite objective or parameter after an update."""
+    where = f"at iteration {iteration} of {n_iterations}"
+    if not np.isfinite(objective):
+        raise DivergenceError(
+            f"Ergodic inference: the objective (EMLBO) became {float(objective)} {where} "
+            f"(E_pT[log pi*] = {float(expected)}): the chain reached a region where the model's "
+            f"log density or its gradient is not finite; {_REMEDY}."
+        )
+    with np.errstate(over="ignore"):
+        for name, p in params._asdict().items():
+            value = p.get_value(borrow=True)
+            exp_value = value if name == "mean" else np.exp(value)  # the others are logs
+            if not (np.all(np.isfinite(value)) and np.all(np.isfinite(exp_value))):
+                raise DivergenceError(
+                    f"Ergodic inference: the {_PARAMETER_NAMES[name]} became non-finite "
+                    f"{where} (an Adam step too large, or a non-finite gradient); {_REMEDY}."
                 )
-            hist_obj[i], hist_elog[i], hist_acc[i], hist_ent[i] = obj, elog, acc, ent
-            hist_gap[i] = gap_i
-            if i == 0:  # the first call may still compile (Scan builds its inner code lazily)
-                loop_start = time.perf_counter()
-            if i >= n_iterations - n_average:
-                for p_, total in zip(params, sums):
-                    total += p_.get_value()
-            advance()
 
-    timed = n_iterations - 1
-    loop_seconds = time.perf_counter() - loop_start if timed > 0 else float("nan")
-    for p_, total in zip(params, sums):
-        if n_average:
-            p_.set_value(total / n_average)
-    approx = ErgodicApproximation(
-        target=target,
-        initial_mean=np.asarray(mu.get_value(), dtype=float),
-        initial_std=np.exp(
-            np.asarray(log_sigma.get_value(), dtype=float) + float(log_scale.get_value())
-        ),
-        step_size=np.exp(np.asarray(log_steps.get_value(), dtype=float)),
-        momentum_variance=np.exp(np.asarray(log_vars.get_value(), dtype=float)),
-        leapfrog_steps=leapfrog_steps,
-        entropy_lower_bound=h,
-        objective=hist_obj,
-        expected_log_density=hist_elog,
-        acceptance_rate=hist_acc,
-        initial_entropy=hist_ent,
-        training_stein_gap=hist_gap,
+
+def _optimise(train, params, tuned, *, n_iterations, shape, rng, progressbar):
+    """Run ``n_iterations`` Adam iterations through :func:`run_kernel`.
+
+    Returns the training history (dict of arrays with a leading iteration axis), the
+    Polyak-Ruppert average of the tuned parameters over the second half of the iterations
+    (``None`` without iterations) and the seconds per iteration after the first.
+    """
+    n_particles, n_steps, d = shape
+    first_averaged = n_iterations // 2
+    names = ["objective", "expected_log_density", "acceptance_rate", "initial_entropy",
+             "training_stein_gap"]
+
+    def step(state, _, rng):
+        i, sums = state
+        outputs = train(
+            rng.standard_normal((n_particles, d)),
+            rng.standard_normal((n_steps, n_particles, d)),
+            rng.uniform(size=(n_steps, n_particles)),
+        )
+        _check_fit_finite(i, n_iterations, outputs[0], outputs[1], params)
+        if i >= first_averaged:
+            sums = hei.polyak_add(sums, [p.get_value() for p in tuned])
+        return (i + 1, sums), outputs
+
+    def record(state, outputs):
+        values = {name: np.asarray(v)[None] for name, v in zip(names, outputs, strict=True)}
+        return {**values, "time": np.array([time.perf_counter()])}
+
+    sums = tuple(np.zeros_like(p.get_value()) for p in tuned)
+    trace = run_kernel(
+        step, (0, sums), None, draws=n_iterations, tune=0, chains=1, rng=rng, record=record,
+        description="Ergodic inference", progressbar=progressbar and n_iterations > 0,
     )
-    if tune_initial == "stein" and calibration_draws:
-        scale, gap_mcse = _calibrate_scale(approx, int(calibration_draws), calibration_seed)
-        approx.initial_std = approx.initial_std * scale
-        approx.settings["calibration_scale"] = scale
-        approx.settings["calibration_gap_mcse"] = gap_mcse
-    approx.settings.update({
-        # wall time per iteration of the optimisation loop after its first iteration (no
-        # compilation)
-        "seconds_per_iteration": loop_seconds / timed if timed > 0 else float("nan"),
-        "n_particles": n_particles,
-        "n_iterations": n_iterations,
-        "learning_rate": float(learning_rate),
-        "stop_gradient": bool(stop_gradient),
-        "tune_initial": tune_initial,
-        "calibration_draws": int(calibration_draws) if tune_initial == "stein" else 0,
-        "entropy_lower_bound_source": bound_source,
-    })
-    return approx
+    history = {name: trace.draws[name][0] for name in names} if n_iterations else {
+        "acceptance_rate": np.full((0, n_steps), np.nan),
+        **{name: np.full(0, np.nan) for name in names if name != "acceptance_rate"},
+    }
+    n_average = n_iterations - first_averaged
+    average = [total / n_average for total in trace.state[1]] if n_average else None
+    seconds = (np.ptp(trace.draws["time"]) / (n_iterations - 1)) if n_iterations > 1 else np.nan
+    return history, average, float(seconds)
 
 
 def _calibrate_scale(approx: ErgodicApproximation, n: int, seed) -> tuple[float, float]:
     """The factor on ``P_0``'s standard deviations that zeroes the Stein gap of ``P_T``.
 
     Returns the factor and the Monte Carlo standard error of the gap at it (the precision of
-    the calibration).
-
-    The tuned transitions are held fixed; the gap of ``n`` chains is a function of the factor
-    ``c`` alone when every evaluation reuses the same noise (common random numbers), and
-    Brent's method finds its root in ``log c``. The factor never takes ``H(P_0)`` below the
-    bound ``h``: if the gap is negative (``P_T`` too dispersed) even there, the bound is kept.
+    the calibration). The tuned transitions are held fixed; the gap of ``n`` chains is a
+    function of the factor ``c`` alone when every evaluation reuses the same noise (common
+    random numbers), and :func:`~pymc_tempering.kernels.ergodic.calibrate_log_scale` finds its
+    root in ``log c``, never taking ``H(P_0)`` below the bound ``h``.
     """
     d = approx.ndim
     rng = np.random.default_rng(seed)
@@ -659,21 +413,157 @@ def _calibrate_scale(approx: ErgodicApproximation, n: int, seed) -> tuple[float,
     @functools.cache  # brentq re-evaluates the bracket ends; each evaluation runs n chains
     def terms(log_c):
         x0 = approx.initial_mean + np.exp(log_c) * approx.initial_std * eps0
-        x, _, _, score = approx._run(n, np.random.default_rng(chain_seed), x0=x0)
-        return _stein_terms(x, score)
+        run = approx._run(n, np.random.default_rng(chain_seed), x0=x0)
+        return hei.stein_terms(run.x, run.score)
 
     def gap(log_c):
-        return float(np.mean(terms(float(log_c))))
+        value = float(np.mean(terms(float(log_c))))
+        if not np.isfinite(value):
+            raise DivergenceError(
+                f"Ergodic inference: calibrating the scale of P_0, the Stein gap became {value} "
+                f"with P_0 {np.exp(log_c):.3g} times wider (non-finite log density or gradient "
+                "at the chains' last states); use tune_initial=True or calibration_draws=0."
+            )
+        return value
 
-    if gap(lowest) > 0:
-        high = max(lowest, 0.0) + 0.25
-        while gap(high) > 0:
-            if high > 5.0:
-                raise ValueError(
-                    "Calibrating the scale of P_0: the last state of the tuned chain stays too "
-                    f"concentrated even with P_0 {np.exp(high):.3g} times wider. Use more "
-                    "n_iterations, a longer chain (n_steps) or tune_initial=True."
-                )
-            lowest, high = high, high + 0.5
-        lowest = brentq(gap, lowest, high, xtol=1e-3)
-    return float(np.exp(lowest)), _mean_and_se(terms(float(lowest)))[1]
+    log_c = hei.calibrate_log_scale(gap, lowest)
+    return float(np.exp(log_c)), hei.mean_and_se(terms(float(log_c)))[1]
+
+
+def _approximation(target, params, average, tuned, n_leapfrog, h, history):
+    """The :class:`ErgodicApproximation` at the averaged (or, untrained, initial) parameters."""
+    values = {name: p.get_value() for name, p in params._asdict().items()}
+    for p, value in zip(tuned, average or [], strict=True):
+        values[next(name for name, q in params._asdict().items() if q is p)] = value
+    return ErgodicApproximation(
+        target=target,
+        initial_mean=np.asarray(values["mean"], dtype=float),
+        initial_std=np.exp(
+            np.asarray(values["log_std"], dtype=float) + float(values["log_scale"])
+        ),
+        step_size=np.exp(np.asarray(values["log_step_size"], dtype=float)),
+        momentum_variance=np.exp(np.asarray(values["log_momentum_variance"], dtype=float)),
+        n_leapfrog=n_leapfrog,
+        entropy_lower_bound=h,
+        **history,
+    )
+
+
+def fit_ergodic(
+    *,
+    model: pm.Model | None = None,
+    random_seed=None,
+    progressbar: bool = True,
+    n_steps: int = 10,
+    n_leapfrog: int = 5,
+    initial="prior",
+    entropy_lower_bound: float | None = None,
+    n_particles: int = 200,
+    n_iterations: int = 1000,
+    learning_rate: float = 0.01,
+    stop_gradient: bool = True,
+    tune_initial: bool | str = True,
+    calibration_draws: int = 10_000,
+    step_size=(0.01, 0.025),
+    n_prior_draws: int = 4000,
+) -> ErgodicApproximation:
+    """Fit an ergodic approximation (Hamiltonian ergodic inference) to a PyMC model.
+
+    Maximises the EMLBO of eq. (4) of the ergodic-inference paper,
+    ``E_{p_T}[log pi*] + E_{p_0}[log pi*] + H(P_0)``, subject to ``H(P_0) > h`` (eq. 5), by Adam
+    on reparameterised gradients (eqs. 7-9) through the ``T``-step HMC chain, and returns the
+    average of the second half of the iterates (Polyak-Ruppert). Every argument is a keyword,
+    as in :func:`pymc.fit`; ``docs/ergodic_inference.md`` explains each option at length.
+
+    Parameters
+    ----------
+    model : pymc.Model, optional
+        Taken from the context when omitted; never modified. Discrete variables are refused.
+    random_seed : int, numpy.random.Generator or None
+        Makes the fit reproducible (an int is kept in ``settings["fit_random_seed"]``).
+    progressbar : bool
+    n_steps : int
+        Number ``T`` of HMC transitions in the chain.
+    n_leapfrog : int
+        Leapfrog steps per transition.
+    initial : "prior" or Base
+        ``P_0``: the diagonal of the Gaussian moment-matched to prior draws on the unconstrained
+        space, or a :class:`~pymc_tempering.Base`'s mean and marginal standard deviations.
+    entropy_lower_bound : float, optional
+        The bound ``h`` of eq. (5). Default: the entropy of the Gaussian moment-matched to
+        ``n_prior_draws`` prior draws (section 3.3). Pass it where the prior cannot be drawn.
+    n_particles : int
+        Monte Carlo samples per gradient estimate.
+    n_iterations : int
+        Adam iterations; ``0`` gives the untuned chain.
+    learning_rate : float
+        Adam's learning rate (on ``P_0``'s mean and log sds, log step sizes, log momentum
+        variances).
+    stop_gradient : bool
+        Stop the gradient at each transition's input ``x_{t-1}`` (section 3.2).
+    tune_initial : True, False or "stein"
+        ``True`` (the paper): ``P_0``'s mean and scales maximise ``ELBO(P_0)`` under eq. (5);
+        ``False``: ``P_0`` fixed; ``"stein"`` (beyond the paper): ``P_0``'s common scale makes
+        ``P_T`` satisfy the Stein identity (see :meth:`ErgodicApproximation.stein_gap`), which
+        removes the over-concentration the EMLBO rewards.
+    calibration_draws : int
+        For ``"stein"``: chains of the Brent root search that sets ``P_0``'s scale after
+        training (its precision: ``settings["calibration_gap_mcse"]``); ``0`` skips it.
+    step_size : float or (low, high)
+        Initial leapfrog step sizes: one value, or uniform draws per transition from
+        ``(low, high)`` (the paper's (0.01, 0.025)). Momentum variances start at 1.
+    n_prior_draws : int
+        Prior draws for ``initial="prior"`` and the default bound.
+
+    Returns
+    -------
+    ErgodicApproximation
+
+    Raises
+    ------
+    ValueError
+        For invalid settings, for ``H(P_0) <= h`` at the start (widen ``initial`` or lower
+        ``entropy_lower_bound``), or when the prior is needed but cannot be drawn.
+    DivergenceError
+        When the objective or a parameter (step sizes, momentum variances, ``P_0``) becomes
+        non-finite; the message names it and the iteration.
+    """
+    model = modelcontext(model)
+    target = Target(model)
+    n_steps, n_leapfrog = int(n_steps), int(n_leapfrog)
+    n_particles, n_iterations = int(n_particles), int(n_iterations)
+    _check_options(n_steps, n_leapfrog, n_particles, n_iterations, learning_rate, tune_initial,
+                   calibration_draws)
+    prior_seed, init_seed, noise_seed, calibration_seed = split_seed(random_seed, 4)
+    mean0, std0, h, bound_source = _initial_and_bound(
+        model, target, initial, entropy_lower_bound, n_prior_draws, prior_seed
+    )
+    steps0 = hei.initial_step_sizes(step_size, n_steps, np.random.default_rng(init_seed))
+    params = hei.init_parameters(mean0, std0, steps0)
+    train, tuned = None, []
+    if n_iterations:
+        train, tuned = hei.compile_training_step(
+            target, params, n_leapfrog=n_leapfrog, stop_gradient=stop_gradient,
+            tune_initial=tune_initial, learning_rate=learning_rate, h=h,
+        )
+    history, average, seconds = _optimise(
+        train, params, tuned, n_iterations=n_iterations, shape=(n_particles, n_steps, target.ndim),
+        rng=np.random.default_rng(noise_seed), progressbar=progressbar,
+    )
+    approx = _approximation(target, params, average, tuned, n_leapfrog, h, history)
+    if tune_initial == "stein" and calibration_draws:
+        scale, gap_mcse = _calibrate_scale(approx, int(calibration_draws), calibration_seed)
+        approx.initial_std = approx.initial_std * scale
+        approx.settings.update(calibration_scale=scale, calibration_gap_mcse=gap_mcse)
+    approx.settings.update(
+        seconds_per_iteration=seconds,  # the optimisation loop after its first iteration
+        n_particles=n_particles,
+        n_iterations=n_iterations,
+        learning_rate=float(learning_rate),
+        stop_gradient=bool(stop_gradient),
+        tune_initial=tune_initial,
+        calibration_draws=int(calibration_draws) if tune_initial == "stein" else 0,
+        entropy_lower_bound_source=bound_source,
+        **{f"fit_{k}": v for k, v in seed_attrs(random_seed).items()},
+    )
+    return approx

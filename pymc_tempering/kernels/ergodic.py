@@ -1,0 +1,453 @@
+"""Hamiltonian ergodic inference (HEI) numerics: the tuned chain, its objective and its tuning.
+
+The chain of the ergodic-inference paper is ``T`` HMC transitions started from a factorised
+Gaussian ``P_0``; transition ``t`` has its own leapfrog step size and diagonal momentum
+variance. Here it is built as one PyTensor graph over a batch of particles (rows), on the
+model's batched log density :meth:`~pymc_tempering.Target.batched_logp_graph`:
+
+- :func:`hmc_transition`: one transition, eq. (8): the leapfrog proposal of Algorithm 1 and the
+  Metropolis-Hastings *selection* ``x_t = x' 1(p_MH > u) + x_{t-1} (1 - 1(p_MH > u))``, which
+  PyTensor differentiates almost everywhere (eq. 9). It returns a :class:`ChainState` and a
+  :class:`TransitionInfo` (acceptance probability, divergence flag, energy).
+- :func:`hei_chain`: the ``T`` transitions as one ``scan``.
+- :func:`emlbo`: the ergodic modified lower bound (eq. 4) and the surrogate whose gradient the
+  fit follows; :func:`tuning_gradients` and :func:`constrained_adam` for the three ways of
+  tuning ``P_0`` under the entropy bound of eq. (5); :func:`compile_training_step` and
+  :func:`compile_chain_sampler` compile them.
+- NumPy side: :func:`gaussian_entropy`, :func:`stein_terms` (the Stein gap),
+  :func:`initial_step_sizes`, :func:`polyak_add` (Polyak-Ruppert averaging),
+  :func:`calibrate_log_scale` (the Brent root search of the Stein calibration).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+from pymc.variational.updates import adam
+from pytensor.gradient import disconnected_grad
+from scipy.optimize import brentq
+
+from pymc_tempering.target import Target
+
+__all__ = [
+    "LOG_2PI_E",
+    "ChainState",
+    "TransitionInfo",
+    "ChainTrace",
+    "FitParameters",
+    "Objective",
+    "gaussian_entropy",
+    "stein_terms",
+    "mean_and_se",
+    "logp_and_grad",
+    "hmc_transition",
+    "hei_chain",
+    "initial_step_sizes",
+    "init_parameters",
+    "initial_entropy",
+    "emlbo",
+    "tuning_gradients",
+    "constrained_adam",
+    "compile_training_step",
+    "compile_chain_sampler",
+    "polyak_add",
+    "calibrate_log_scale",
+]
+
+LOG_2PI_E = float(np.log(2.0 * np.pi) + 1.0)
+
+
+# ------------------------------------------------------------------------------ NumPy helpers
+def gaussian_entropy(cov) -> float:
+    """Entropy of a Gaussian with covariance ``cov`` (matrix, or vector of variances)."""
+    cov = np.asarray(cov, dtype=float)
+    if cov.ndim == 1:
+        logdet = float(np.sum(np.log(cov)))
+        d = cov.size
+    else:
+        sign, logdet = np.linalg.slogdet(cov)
+        if sign <= 0:
+            return -np.inf
+        d = cov.shape[0]
+    return 0.5 * (d * LOG_2PI_E + logdet)
+
+
+def stein_terms(x, score):
+    """Per-draw terms of the Stein gap: their mean is the gap of the draws ``x`` (rows).
+
+    For a target ``pi`` whose density vanishes fast enough at the edges, integration by parts
+    gives ``E_pi[(x - m) . grad log pi(x)] = -d`` for any constant ``m`` (the virial or
+    equipartition identity). The gap ``1 + mean_i[(x_i - xbar) . score_i] / d`` is therefore about
+    zero for draws of ``pi``, positive for draws that are too concentrated and negative for draws
+    that are too dispersed: for ``pi = N(m, S)`` and draws with covariance ``c S`` it is
+    ``1 - c``. ``score`` holds ``grad log pi*`` at the rows of ``x``. Works on NumPy arrays and on
+    PyTensor variables alike.
+    """
+    return 1.0 + ((x - x.mean(axis=0)) * score).sum(axis=1) / x.shape[1]
+
+
+def mean_and_se(values) -> tuple[float, float]:
+    """Mean of independent values and its standard error."""
+    values = np.asarray(values, dtype=float)
+    return float(values.mean()), float(values.std(ddof=1) / np.sqrt(values.size))
+
+
+def initial_step_sizes(step_size, n_steps: int, rng: np.random.Generator) -> np.ndarray:
+    """The ``T`` initial leapfrog step sizes: one value, or uniform draws from ``(low, high)``.
+
+    Raises
+    ------
+    ValueError
+        Unless every step size is positive and finite.
+    """
+    if np.ndim(step_size) == 0:
+        steps = np.full(n_steps, float(step_size))
+    else:
+        low, high = (float(v) for v in step_size)
+        steps = rng.uniform(low, high, size=n_steps)
+    if not np.all((steps > 0) & np.isfinite(steps)):
+        raise ValueError(f"step_size must be positive and finite, got {step_size!r}.")
+    return steps
+
+
+# ------------------------------------------------------------------------------ the chain graph
+class ChainState(NamedTuple):
+    """Symbolic particles after a transition: positions ``x`` (n, d) and ``log pi*(x)`` (n,)."""
+
+    x: pt.TensorVariable
+    logdensity: pt.TensorVariable
+
+
+class TransitionInfo(NamedTuple):
+    """What one symbolic transition reports per particle, shape (n,).
+
+    Attributes
+    ----------
+    acceptance_rate
+        The Metropolis-Hastings acceptance probability ``min(1, exp(log_accept))`` (0 for a
+        non-finite proposal).
+    is_accepted
+        The selection indicator ``1(p_MH > u)`` of eq. (8).
+    diverging
+        Whether the proposal's or the start's energy is not finite.
+    energy
+        ``-log pi*`` at the returned state.
+    """
+
+    acceptance_rate: pt.TensorVariable
+    is_accepted: pt.TensorVariable
+    diverging: pt.TensorVariable
+    energy: pt.TensorVariable
+
+
+class ChainTrace(NamedTuple):
+    """The ``T``-step chain's outputs, each with a leading axis of length ``T`` (steps 1..T)."""
+
+    x: pt.TensorVariable
+    logdensity: pt.TensorVariable
+    is_accepted: pt.TensorVariable
+    acceptance_rate: pt.TensorVariable
+    diverging: pt.TensorVariable
+
+
+def logp_and_grad(target: Target, xs):
+    """``log pi*`` at the rows of the symbolic matrix ``xs`` and its gradient, (n,), (n, d)."""
+    lp = target.batched_logp_graph(xs)
+    return lp, pt.grad(pt.sum(lp), xs)
+
+
+def hmc_transition(
+    target: Target, x_prev, eps_r, u, log_step, log_var, n_leapfrog: int, stop_gradient: bool
+) -> tuple[ChainState, TransitionInfo]:
+    """One HMC transition, eq. (8): a leapfrog proposal, then the M-H selection.
+
+    Parameters
+    ----------
+    target : Target
+    x_prev : symbolic matrix (n, d)
+        The particles' states ``x_{t-1}``.
+    eps_r : symbolic matrix (n, d)
+        Standard normal noise for the momentum ``r = sqrt(var) eps_r``.
+    u : symbolic vector (n,)
+        Uniforms for the acceptance test.
+    log_step, log_var : symbolic scalar, symbolic vector (d,)
+        Log leapfrog step size and log diagonal momentum variance of this transition.
+    n_leapfrog : int
+    stop_gradient : bool
+        Stop the gradient at ``x_{t-1}`` (section 3.2).
+
+    Returns
+    -------
+    ChainState, TransitionInfo
+    """
+    if stop_gradient:
+        x_prev = disconnected_grad(x_prev)
+    step = pt.exp(log_step)
+    var = pt.exp(log_var)
+    r0 = pt.sqrt(var) * eps_r
+    lp0, g = logp_and_grad(target, x_prev)
+    x, r = x_prev, r0
+    lp = lp0
+    for _ in range(n_leapfrog):  # Algorithm 1, U = -log pi*
+        r = r + 0.5 * step * g
+        x = x + step / var * r
+        lp, g = logp_and_grad(target, x)
+        r = r + 0.5 * step * g
+    log_accept = (lp - 0.5 * pt.sum(r**2 / var, axis=1)) - (
+        lp0 - 0.5 * pt.sum(r0**2 / var, axis=1)
+    )
+    # NaN or -inf proposals are rejected (the comparison is False).
+    accept = pt.lt(pt.log(u), log_accept) & pt.isfinite(lp)
+    x_new = pt.switch(accept[:, None], x, x_prev)
+    lp_new = pt.switch(accept, lp, lp0)
+    diverging = ~pt.isfinite(log_accept)
+    prob = pt.switch(diverging, 0.0, pt.exp(pt.minimum(log_accept, 0.0)))
+    info = TransitionInfo(prob, accept, diverging, -lp_new)
+    return ChainState(x_new, lp_new), info
+
+
+def hei_chain(
+    target: Target, x0, eps_r, u, log_steps, log_vars, n_leapfrog: int, stop_gradient: bool
+) -> ChainTrace:
+    """The ``T``-step chain as one ``scan`` over :func:`hmc_transition`.
+
+    ``eps_r`` (T, n, d), ``u`` (T, n), ``log_steps`` (T,) and ``log_vars`` (T, d) hold each
+    transition's noise and parameters; ``x0`` (n, d) the start states.
+    """
+
+    def step_fn(eps_r_t, u_t, log_step_t, log_var_t, x_prev):
+        state, info = hmc_transition(
+            target, x_prev, eps_r_t, u_t, log_step_t, log_var_t, n_leapfrog, stop_gradient
+        )
+        accepted = pt.cast(info.is_accepted, "float64")
+        return state.x, state.logdensity, accepted, info.acceptance_rate, info.diverging
+
+    outputs, _ = pytensor.scan(
+        step_fn,
+        sequences=[eps_r, u, log_steps, log_vars],
+        outputs_info=[x0, None, None, None, None],
+        strict=False,
+    )
+    return ChainTrace(*outputs)
+
+
+def compile_chain_sampler(target: Target, n_leapfrog: int) -> Callable:
+    """Compile the tuned chain for sampling.
+
+    The function maps ``(x0 (n, d), eps_r (T, n, d), u (T, n), log_steps (T,), log_vars (T, d))``
+    to ``(x_T, log pi*(x_0), log pi*(x_{1..T}), accepted, acceptance_rate, diverging,
+    grad log pi*(x_T))``, the per-transition arrays with a leading axis ``T``.
+    """
+    x0 = pt.matrix("x0", dtype="float64")
+    eps_r = pt.tensor3("eps_r", dtype="float64")
+    u = pt.matrix("u", dtype="float64")
+    log_steps = pt.vector("log_steps", dtype="float64")
+    log_vars = pt.matrix("log_vars", dtype="float64")
+    trace = hei_chain(target, x0, eps_r, u, log_steps, log_vars, n_leapfrog, stop_gradient=True)
+    lp0 = target.batched_logp_graph(x0)
+    score = logp_and_grad(target, trace.x[-1])[1]
+    outputs = [trace.x[-1], lp0, trace.logdensity, trace.is_accepted, trace.acceptance_rate,
+               trace.diverging, score]
+    return pm.compile([x0, eps_r, u, log_steps, log_vars], outputs)
+
+
+# ------------------------------------------------------------------------------ the objective
+class FitParameters(NamedTuple):
+    """The fit's parameters as shared variables (the optimiser's state lives beside them).
+
+    ``P_0 = N(mean, diag(exp(log_std + log_scale))^2)``; transition ``t`` has step size
+    ``exp(log_step_size[t])`` and momentum variances ``exp(log_momentum_variance[t])``.
+    """
+
+    mean: pytensor.compile.SharedVariable
+    log_std: pytensor.compile.SharedVariable
+    log_scale: pytensor.compile.SharedVariable
+    log_step_size: pytensor.compile.SharedVariable
+    log_momentum_variance: pytensor.compile.SharedVariable
+
+
+def init_parameters(mean0, std0, steps0) -> FitParameters:
+    """Shared variables for the fit, from ``P_0``'s mean and sds and the initial step sizes.
+
+    Momentum variances start at 1 and the common log scale of ``P_0`` at 0.
+    """
+    return FitParameters(
+        pytensor.shared(np.array(mean0, dtype=float), name="initial_mean"),
+        pytensor.shared(np.log(std0), name="initial_log_std"),
+        pytensor.shared(np.float64(0.0), name="initial_log_scale"),
+        pytensor.shared(np.log(steps0), name="log_step_size"),
+        pytensor.shared(np.zeros((len(steps0), len(mean0))), name="log_momentum_variance"),
+    )
+
+
+def initial_entropy(log_std, log_scale, d: int):
+    """``H(P_0)`` of the factorised Gaussian ``N(mean, diag(exp(log_std + log_scale))^2)``."""
+    return 0.5 * d * LOG_2PI_E + pt.sum(log_std) + d * log_scale
+
+
+class Objective(NamedTuple):
+    """Symbolic quantities of one training iteration.
+
+    Attributes
+    ----------
+    objective
+        The EMLBO of eq. (4), ``E_{p_T}[log pi*] + E_{p_0}[log pi*] + H(P_0)``.
+    surrogate
+        What the transitions' gradient ascends (the EMLBO, or its stop-gradient form).
+    expected_log_density
+        ``E_{p_T}[log pi*]``.
+    acceptance
+        Mean M-H acceptance of each transition, (T,).
+    entropy
+        ``H(P_0)``.
+    stein_gap
+        The Stein gap of the particles' last states (no gradient flows through it).
+    """
+
+    objective: pt.TensorVariable
+    surrogate: pt.TensorVariable
+    expected_log_density: pt.TensorVariable
+    acceptance: pt.TensorVariable
+    entropy: pt.TensorVariable
+    stein_gap: pt.TensorVariable
+
+
+def emlbo(
+    target: Target, params: FitParameters, eps0, eps_r, u, n_leapfrog: int, stop_gradient: bool
+) -> Objective:
+    """The EMLBO of eq. (4) on reparameterised draws (eqs. 7-9), and the surrogate to ascend.
+
+    ``eps0`` (n, d) is the standard normal noise of ``x_0 = mean + exp(log_std + log_scale) eps0``.
+    With ``stop_gradient`` (section 3.2) the gradient stops at the input ``x_{t-1}`` of every
+    transition, so the parameters of step ``t`` get the gradient of eq. (9) one step at a time,
+    ``d/dphi_t E_{p_t}[log pi*]``: the surrogate sums ``E_{p_t}[log pi*]`` over ``t`` (with
+    ``E_{p_T}`` alone only the last step would get a gradient); the value reported stays the
+    EMLBO. Without it the surrogate is the EMLBO itself, back-propagated through the chain.
+    """
+    d = target.ndim
+    x0 = params.mean + pt.exp(params.log_std + params.log_scale) * eps0
+    trace = hei_chain(
+        target, x0, eps_r, u, params.log_step_size, params.log_momentum_variance, n_leapfrog,
+        stop_gradient,
+    )
+    e_log_T = pt.mean(trace.logdensity[-1])
+    e_log_0 = pt.mean(target.batched_logp_graph(x0))
+    entropy0 = initial_entropy(params.log_std, params.log_scale, d)
+    x_last = disconnected_grad(trace.x[-1])
+    gap = pt.mean(stein_terms(x_last, logp_and_grad(target, x_last)[1]))
+    objective = e_log_T + e_log_0 + entropy0
+    if stop_gradient:
+        surrogate = pt.sum(pt.mean(trace.logdensity, axis=1)) + e_log_0 + entropy0
+    else:
+        surrogate = objective
+    acceptance = pt.mean(trace.is_accepted, axis=1)
+    return Objective(objective, surrogate, e_log_T, acceptance, entropy0, gap)
+
+
+def tuning_gradients(objective: Objective, params: FitParameters, tune_initial):
+    """The parameters to tune and the directions Adam descends, for each way of tuning ``P_0``.
+
+    The transitions (log step sizes, log momentum variances) always descend ``-surrogate``.
+    ``P_0``: ``True`` (the paper) adds its mean and log sds under the same gradient; ``False``
+    keeps it fixed; ``"stein"`` tunes its common log scale along ``-gap``, which is no gradient
+    but the direction that drives the Stein gap of ``P_T`` to zero (a positive gap, ``P_T`` too
+    concentrated, widens ``P_0``): a Robbins-Monro root search run by Adam.
+
+    Returns
+    -------
+    tuned : list of shared variables
+    grads : list of symbolic variables, one per entry of ``tuned``
+    """
+    phi = [params.log_step_size, params.log_momentum_variance]
+    if tune_initial == "stein":
+        return [*phi, params.log_scale], [*pt.grad(-objective.surrogate, phi), -objective.stein_gap]
+    initial = [params.mean, params.log_std] if tune_initial else []
+    return phi + initial, pt.grad(-objective.surrogate, phi + initial)  # one backward pass
+
+
+def constrained_adam(
+    grads, tuned, params: FitParameters, learning_rate: float, h: float, d: int
+):
+    """Adam updates of ``tuned``, leaving ``P_0`` unchanged where a step breaks eq. (5).
+
+    When the update would take ``H(P_0)`` below the bound ``h``, ``P_0``'s tuned parameters keep
+    their values for that iteration (the transitions' are still updated).
+    """
+    updates = adam(grads, tuned, learning_rate=learning_rate)
+    p0 = (params.mean, params.log_std, params.log_scale)
+    of_p0 = [p for p in tuned if any(p is q for q in p0)]
+    if of_p0:
+        new_entropy = initial_entropy(
+            updates.get(params.log_std, params.log_std),
+            updates.get(params.log_scale, params.log_scale),
+            d,
+        )
+        keep = pt.ge(new_entropy, h)
+        for p in of_p0:
+            updates[p] = pt.switch(keep, updates[p], p)
+    return updates
+
+
+def compile_training_step(
+    target: Target,
+    params: FitParameters,
+    *,
+    n_leapfrog: int,
+    stop_gradient: bool,
+    tune_initial,
+    learning_rate: float,
+    h: float,
+) -> tuple[Callable, list]:
+    """Compile one Adam iteration of the fit.
+
+    Returns the function ``(eps0 (n, d), eps_r (T, n, d), u (T, n)) -> (objective,
+    E_{p_T}[log pi*], acceptance (T,), H(P_0), Stein gap)``, which updates the shared
+    ``params`` in place, and the list of the tuned shared variables.
+    """
+    eps0 = pt.matrix("eps0", dtype="float64")
+    eps_r = pt.tensor3("eps_r", dtype="float64")
+    u = pt.matrix("u", dtype="float64")
+    obj = emlbo(target, params, eps0, eps_r, u, n_leapfrog, stop_gradient)
+    tuned, grads = tuning_gradients(obj, params, tune_initial)
+    updates = constrained_adam(grads, tuned, params, learning_rate, h, target.ndim)
+    outputs = [obj.objective, obj.expected_log_density, obj.acceptance, obj.entropy,
+               obj.stein_gap]
+    return pm.compile([eps0, eps_r, u], outputs, updates=updates), tuned
+
+
+# ------------------------------------------------------------------------------ averaging
+def polyak_add(sums: tuple, values) -> tuple:
+    """One term of the Polyak-Ruppert average: ``sums + values``, entry by entry (pure)."""
+    return tuple(total + value for total, value in zip(sums, values, strict=True))
+
+
+def calibrate_log_scale(gap: Callable[[float], float], lowest: float, highest: float = 5.0):
+    """The log factor ``log c >= lowest`` on ``P_0``'s sds that zeroes the Stein gap of ``P_T``.
+
+    ``gap(log_c)`` is the gap of a fixed set of chains (common random numbers) started from
+    ``P_0`` widened by ``c``; a wider ``P_0`` gives a lower gap. If the gap is not positive at
+    ``lowest`` (the entropy bound), ``lowest`` is returned; otherwise the root is bracketed by
+    steps of 0.5 in ``log c`` and found by Brent's method (``xtol=1e-3``).
+
+    Raises
+    ------
+    ValueError
+        If the gap stays positive beyond ``highest``.
+    """
+    if gap(lowest) > 0:
+        high = max(lowest, 0.0) + 0.25
+        while gap(high) > 0:
+            if high > highest:
+                raise ValueError(
+                    "Calibrating the scale of P_0: the last state of the tuned chain stays too "
+                    f"concentrated even with P_0 {np.exp(high):.3g} times wider. Use more "
+                    "n_iterations, a longer chain (n_steps) or tune_initial=True."
+                )
+            lowest, high = high, high + 0.5
+        lowest = brentq(gap, lowest, high, xtol=1e-3)
+    return lowest
