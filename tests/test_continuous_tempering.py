@@ -189,6 +189,7 @@ def test_reserved_names_refused():
         pmt.continuously_tempered_model(model, pmt.Base.from_moments([0.0], [1.0]), 0.0)
 
 
+@pytest.mark.slow  # 22 s (five runs); test_conformance checks same seed, same draws for every sampler
 def test_same_seed_same_result():
     model, _, _, _ = conjugate_normal(n_obs=5)
     kwargs = dict(
@@ -222,7 +223,10 @@ def test_hierarchical_evidence_within_standard_error():
     assert_within_se(summary["mean"].values, exact, summary["mcse_mean"].values, what="means")
 
 
-@pytest.mark.parametrize("make", [beta_binomial, dirichlet_multinomial])
+@pytest.mark.parametrize(
+    "make",
+    [beta_binomial, pytest.param(dirichlet_multinomial, marks=pytest.mark.slow)],  # 33 s
+)
 def test_constrained_models_evidence_within_standard_error(make):
     """Interval and simplex transforms: the Jacobians must enter log Z exactly once."""
     model, log_z, post_mean = make()

@@ -220,6 +220,7 @@ def test_bad_input_and_reproducible():
     assert not np.array_equal(a["posterior"]["mu"].values, c["posterior"]["mu"].values)
 
 
+@pytest.mark.slow  # 33 s; CT checks the same hierarchy in the default run
 def test_hierarchical_evidence_within_standard_error():
     model, log_z, post_mean = hierarchical_linear_gaussian()
     with model:
