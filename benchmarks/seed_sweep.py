@@ -98,6 +98,18 @@ def markdown(table: dict[str, dict], runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _report(runs: list[dict], pytest_args: list[str], argv) -> dict:
+    table = summarise(runs)
+    return {
+        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "pytest_args": pytest_args,
+        "seeds": [r["seed"] for r in runs],
+        "wall_s": {str(r["seed"]): round(r["wall_s"], 1) for r in runs},
+        "tests": table,
+        "failures": {k: v["failed_seeds"] for k, v in table.items() if v["failed_seeds"]},
+    }
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10, help="number of shifted seeds (1..N)")
@@ -112,20 +124,16 @@ def main(argv=None) -> int:
     if args.k:
         pytest_args += ["-k", args.k]
     seeds = list(range(args.first, args.first + args.seeds))
+    runs: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            runs = list(pool.map(lambda s: run_seed(s, pytest_args, Path(tmp)), seeds))
+            # the report is rewritten after every seed, so a sweep cut short still says something
+            for run in pool.map(lambda s: run_seed(s, pytest_args, Path(tmp)), seeds):
+                runs.append(run)
+                report = _report(runs, pytest_args, argv)
+                args.output.parent.mkdir(parents=True, exist_ok=True)
+                args.output.write_text(json.dumps(report, indent=2) + "\n")
     table = summarise(runs)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    report = {
-        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
-        "pytest_args": pytest_args,
-        "seeds": seeds,
-        "wall_s": {str(r["seed"]): round(r["wall_s"], 1) for r in runs},
-        "tests": table,
-        "failures": {k: v["failed_seeds"] for k, v in table.items() if v["failed_seeds"]},
-    }
-    args.output.write_text(json.dumps(report, indent=2) + "\n")
     print(markdown(table, runs))
     print(f"\nWritten to {args.output.relative_to(ROOT) if args.output.is_relative_to(ROOT) else args.output}")
     return 1 if report["failures"] else 0

@@ -103,6 +103,30 @@ def _per_pseudo_sample(build, target: Target, values: dict, n_pseudo: int):
     return [pt.stack([c[k] for c in copies]) for k in range(len(outputs))]
 
 
+def _extended_logp(target, values: dict, log_gamma, n_pseudo: int, proposal, beta_min: float):
+    """The extended log density of eq. (4) (a Base proposal) or eq. (7) (the tempered one),
+    inside the model being built: the tempered proposal adds its temperature controls."""
+    if isinstance(proposal, Base):
+        (log_q,) = _per_pseudo_sample(
+            lambda v: [proposal.logp_graph([v[n] for n in target.names])],
+            target,
+            values,
+            n_pseudo,
+        )
+        return pt.logsumexp(log_gamma - log_q) - np.log(n_pseudo) + pt.sum(log_q)
+    u = pm.Flat(TEMPERATURE_CONTROL, shape=(n_pseudo,), dims=PSEUDO_SAMPLE)
+    beta = pm.Deterministic(
+        INVERSE_TEMPERATURE, beta_min + (1.0 - beta_min) * pt.sigmoid(u), dims=PSEUDO_SAMPLE
+    )
+    log_dbeta = -pt.softplus(u) - pt.softplus(-u)  # log sigmoid'(u); (1 - beta_min) cancels
+    return (
+        pt.logsumexp((1.0 - beta) * log_gamma)
+        - np.log(n_pseudo)
+        + pt.sum(beta * log_gamma)
+        + pt.sum(log_dbeta)
+    )
+
+
 def pseudo_extended_model(
     model: pm.Model | None = None,
     n_pseudo: int = 2,
@@ -197,29 +221,7 @@ def pseudo_extended_model(
         (log_gamma,) = _per_pseudo_sample(
             lambda v: [target.logp_graph(v)], target, values, n_pseudo
         )
-        if isinstance(proposal, Base):
-            (log_q,) = _per_pseudo_sample(
-                lambda v: [proposal.logp_graph([v[n] for n in target.names])],
-                target,
-                values,
-                n_pseudo,
-            )
-            log_ratio = log_gamma - log_q
-            logp = pt.logsumexp(log_ratio) - np.log(n_pseudo) + pt.sum(log_q)
-        else:
-            u = pm.Flat(TEMPERATURE_CONTROL, shape=(n_pseudo,), dims=PSEUDO_SAMPLE)
-            beta = pm.Deterministic(
-                INVERSE_TEMPERATURE, beta_min + (1.0 - beta_min) * pt.sigmoid(u),
-                dims=PSEUDO_SAMPLE,
-            )
-            log_ratio = (1.0 - beta) * log_gamma
-            log_dbeta = -pt.softplus(u) - pt.softplus(-u)  # log sigmoid'(u); (1 - beta_min) cancels
-            logp = (
-                pt.logsumexp(log_ratio)
-                - np.log(n_pseudo)
-                + pt.sum(beta * log_gamma)
-                + pt.sum(log_dbeta)
-            )
+        logp = _extended_logp(target, values, log_gamma, n_pseudo, proposal, beta_min)
         pm.Potential(_POTENTIAL, logp)
         outs = _per_pseudo_sample(
             lambda v: list(target.constrained_graph(v).values()), target, values, n_pseudo
