@@ -275,7 +275,9 @@ def test_ablation_without_tempering_gets_stuck(mixture_1d, tact_1d):
     tact_rate = _switch_rate(_labels(tact_1d.posterior["x"].values, M1))
     assert tact_rate > 0.02
     assert _switch_rate(lab) < 0.1 * tact_rate
-    assert np.mean(lab == 2) > 0.75  # the start mode's weight is 0.5
+    # Not asserted: the start mode's share of the draws. It was > 0.75 for the seed this test
+    # was written with and 0.73 for PMT_TEST_SEED=1 (a chain that left the start mode once,
+    # early): a property of the seed, where the switch rate above is the property of the method.
 
 
 def test_ablation_without_thermostats_spreads(mixture_1d):
