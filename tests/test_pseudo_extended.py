@@ -224,9 +224,13 @@ def test_bimodal_plain_nuts_finds_one_mode():
     idata = pm.sample(
         1000, tune=1000, chains=4, model=bimodal_model(), random_seed=seed(1), progressbar=False
     )
-    upper = (idata["posterior"]["x"].values > 0).mean(axis=1)
-    # each chain sees essentially one mode (a rare crossing is allowed)
-    assert np.all((upper < 0.02) | (upper > 0.98))
+    upper = idata["posterior"]["x"].values > 0
+    # Plain NUTS is stuck: mode switches are rare. Independent draws would switch in half of
+    # the 4 x 999 steps (about 2000); NUTS switched 0 times for most seeds, and a chain that
+    # crosses once (PMT_TEST_SEED=3: one chain 75% in the upper mode) is the seed's luck, so
+    # the test bounds the number of switches, not each chain's share of a mode.
+    switches = int(np.sum(upper[:, 1:] != upper[:, :-1]))
+    assert switches < 40, switches
 
 
 def test_bimodal_sample_pe_finds_both_modes_with_right_weights():
