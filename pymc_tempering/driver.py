@@ -30,7 +30,6 @@ from pytensor.graph.replace import vectorize_graph
 from xarray import DataTree
 
 from pymc_tempering.results import build_result
-from pymc_tempering.kernels import Info, check_finite
 from pymc_tempering.sampling import seed_attrs, warn_problems
 from pymc_tempering.target import Target
 
