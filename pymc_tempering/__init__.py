@@ -12,7 +12,14 @@ from pymc_tempering.analysis import (
     weighted_summary,
 )
 from pymc_tempering.diagnostics import Diagnosis, diagnose
-from pymc_tempering.base import Base, base_from_result, estimate_log_zeta, fit_base
+from pymc_tempering.base import (
+    Base,
+    MixtureBase,
+    PriorDensity,
+    base_from_result,
+    estimate_log_zeta,
+    fit_base,
+)
 from pymc_tempering.plots import plot_inverse_temperature, plot_joint, plot_log_marginal_likelihood
 from pymc_tempering.sampling import DivergenceError
 from pymc_tempering.target import Target
@@ -37,6 +44,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Base",
+    "MixtureBase",
+    "PriorDensity",
     "Diagnosis",
     "DivergenceError",
     "diagnose",

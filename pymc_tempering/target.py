@@ -113,14 +113,30 @@ class Target:
         outs = self.replace_values(self._constrained_outputs, values)
         return dict(zip(names, outs, strict=True))
 
-    @cached_property
-    def _logp(self):
+    def prior_logp_graph(self, values: Mapping[str, pt.TensorVariable]) -> pt.TensorVariable:
+        """The log prior density of the free variables (with Jacobians) at symbolic values.
+
+        Observed variables and potentials are left out; with proper priors it is a normalised
+        density on the flat unconstrained space.
+        """
+        return self.replace_values([self._prior_logp], values)[0]
+
+    @staticmethod
+    def _checks_to_ninf(graph):
         # A parameter check (sigma > 0) becomes a -inf switch here, at one point: vectorised
         # over a batch, the check would otherwise fail every row of the batch at once.
         return rewrite_graph(
-            self.model.logp(jacobian=True), include=(), clone=True,
+            graph, include=(), clone=True,
             custom_rewrite=in2out(local_check_parameter_to_ninf_switch),
         )
+
+    @cached_property
+    def _logp(self):
+        return self._checks_to_ninf(self.model.logp(jacobian=True))
+
+    @cached_property
+    def _prior_logp(self):
+        return self._checks_to_ninf(self.model.logp(vars=self.model.free_RVs, jacobian=True))
 
     @cached_property
     def constrained_names(self) -> list[str]:

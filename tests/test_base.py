@@ -111,3 +111,69 @@ def test_estimate_log_zeta_on_conjugate_model():
     target = pmt.Target(model)
     base = pmt.Base.from_moments([post_mean], [post_sd**2])  # the exact posterior
     assert pmt.estimate_log_zeta(target, base, n=100, random_seed=seed(0)) == pytest.approx(log_z)
+
+
+def test_mixture_base_density_draws_and_moments():
+    """A MixtureBase is an exact mixture: its log density is scipy's, its draws have the moments
+    it reports, and its moment-matched Gaussian keeps a defensive share only with several parts."""
+    a = pmt.Base.from_moments([-3.0, 0.0], [0.5, 1.0])
+    b = pmt.Base.from_moments([2.0, 1.0], [[1.0, 0.3], [0.3, 0.6]])
+    mix = pmt.MixtureBase(components=(a, b), weights=[1.0, 3.0], log_zeta=-1.0)
+    np.testing.assert_allclose(mix.weights, [0.25, 0.75])
+    x = np.random.default_rng(seed(0)).normal(size=(6, 2))
+    ref = np.logaddexp(
+        np.log(0.25) + stats.multivariate_normal(a.mean, a.cov).logpdf(x),
+        np.log(0.75) + stats.multivariate_normal(b.mean, b.cov).logpdf(x),
+    )
+    np.testing.assert_allclose(mix.logp(x), ref, rtol=1e-12)
+    draws = mix.sample(40_000, random_seed=seed(1))
+    se_mean = np.sqrt(np.diag(mix.cov) / len(draws))
+    assert np.all(np.abs(draws.mean(0) - mix.mean) < 5 * se_mean)
+    # variances: the se of a sample variance is at most sqrt(E[(x - m)^4] / n); bound it by draws
+    dev = (draws - mix.mean) ** 2
+    assert np.all(np.abs(dev.mean(0) - np.diag(mix.cov)) < 5 * dev.std(0) / np.sqrt(len(draws)))
+    # The Gaussian is defensive: moment-matched with the weights blended half and half with
+    # equal ones (0.375, 0.625 here), and it tells the bootstrap to keep half of it.
+    gauss = mix.gaussian()
+    blended = pmt.MixtureBase(components=(a, b), weights=[0.375, 0.625])
+    np.testing.assert_allclose(gauss.mean, blended.mean)
+    np.testing.assert_allclose(gauss.cov, blended.cov)
+    assert gauss.log_zeta == -1.0 and gauss.defensive_weight == 0.5
+    assert pmt.MixtureBase(components=(a,), weights=[1.0]).gaussian().defensive_weight == 0
+    with pytest.raises(ValueError, match="one weight per"):
+        pmt.MixtureBase(components=(a, b), weights=[1.0])
+    with pytest.raises(ValueError, match="positive exactly when"):
+        pmt.MixtureBase(components=(a,), weights=[1.0], prior_weight=0.2)
+
+
+def test_prior_density_is_the_normalised_prior_on_the_flat_space():
+    """The prior component is PyMC's prior with the log transform's Jacobian: for mu ~ N(1, 2)
+    and s ~ HalfNormal(1.5) it is N(mu; 1, 2) * HalfNormal(e^v; 1.5) * e^v at (mu, v = log s)."""
+    import pymc as pm
+
+    with pm.Model() as model:
+        pm.Normal("mu", 1.0, 2.0)
+        s = pm.HalfNormal("s", 1.5)
+        pm.Normal("y", 0.0, s, observed=[0.3, -0.2])  # the likelihood is not part of it
+    target = pmt.Target(model)
+    prior = pmt.PriorDensity(target, n_moments=20_000, random_seed=seed(0))
+    x = np.random.default_rng(seed(1)).normal(size=(5, 2))
+    ref = stats.norm(1.0, 2.0).logpdf(x[:, 0]) + stats.halfnorm(scale=1.5).logpdf(np.exp(x[:, 1])) + x[:, 1]
+    np.testing.assert_allclose(prior.logp(x), ref, atol=1e-7)  # PyMC's constants: ~1e-8
+    # moments of the draws against the closed forms: E[mu] = 1, E[log s] = log(1.5) + E[log|Z|]
+    e_log_abs_z = -0.5 * (np.euler_gamma + np.log(2.0))
+    se = np.sqrt(np.diag(prior.cov) / 20_000)
+    assert np.all(np.abs(prior.mean - [1.0, np.log(1.5) + e_log_abs_z]) < 5 * se)
+    mix = pmt.MixtureBase(
+        components=(pmt.Base.from_moments([1.0, 0.0], [0.1, 0.1]),), weights=[1.0],
+        prior=prior, prior_weight=0.25,
+    )
+    np.testing.assert_allclose(
+        mix.logp(x),
+        np.logaddexp(np.log(0.75) + mix.components[0].logp(x), np.log(0.25) + ref),
+        atol=1e-7,
+    )
+    with pm.Model() as flat:
+        pm.Flat("a")
+    with pytest.raises(ValueError, match="improper"):
+        pmt.PriorDensity(pmt.Target(flat))

@@ -88,6 +88,15 @@ def test_base_from_result_matches_posterior():
     assert base.std[0] == pytest.approx(summary.loc["mu", "sd"], rel=1e-6)
     assert base.log_zeta == idata.attrs["log_marginal_likelihood"]
     assert_within_se(base.mean[0], post_mean, summary.loc["mu", "mcse_mean"])
+    assert base.defensive_weight == 0
+    # A base moment-matched to several modes keeps a share of itself: the new base is the
+    # moment-matched mixture of the weighted draws and that share of the previous base.
+    previous = pmt.Base(mean=[5.0], cov=[[4.0]], defensive_weight=0.5)
+    kept = pmt.base_from_result(idata, model, previous=previous)
+    m, v = summary.loc["mu", "mean"], summary.loc["mu", "sd"] ** 2
+    assert kept.defensive_weight == 0.5
+    assert kept.mean[0] == pytest.approx(0.5 * m + 0.5 * 5.0)
+    assert kept.cov[0, 0] == pytest.approx(0.5 * v + 0.5 * 4.0 + 0.25 * (5.0 - m) ** 2, rel=1e-6)
     with pytest.raises(ValueError, match="no log weights"):
         with pm.Model():
             pm.Normal("mu")
@@ -104,7 +113,7 @@ def test_mixture_base_is_eq_25():
     """
     model, mean = four_mode_mixture()
     base = pmt.fit_base(model, method="mixture", n_fits=6, random_seed=seed(0), progressbar=False)
-    assert base.method == "mixture of 4"
+    assert base.method == "mixture of 4" and len(base.components) == 4
     assert base.log_zeta == pytest.approx(0.0, abs=0.1)
     np.testing.assert_allclose(base.mean, mean, atol=0.3)
     # the covariance of the mixture: modes at +-4, weights 0.1/0.2/0.3/0.4, sd 0.6

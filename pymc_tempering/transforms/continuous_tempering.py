@@ -149,8 +149,13 @@ def sample_ct(
     draws, tune, chains : int
         As in :func:`pymc.sample`, for the final run.
     base : Base, optional
-        Base density. Default: ``fit_base(model, "mixture")``: mean-field ADVI runs from
-        dispersed prior draws, combined as in eq. (25) of the CT paper and moment-matched.
+        Base density. Default: the Gaussian moment-matched to ``fit_base(model, "mixture")``
+        (mean-field ADVI runs from dispersed prior draws, eq. 25 of the CT paper). When the
+        fits found several modes it is defensive (:meth:`~pymc_tempering.MixtureBase.gaussian`):
+        half of its weight is spread evenly over the modes and the bootstrap keeps half of it,
+        so no mode found is lost to uneven ELBOs or to a round that visited it rarely. A
+        :class:`~pymc_tempering.MixtureBase` passed here is replaced by that Gaussian: one
+        connected density, which NUTS crosses freely at inverse temperature 0.
     log_zeta : float, optional
         Approximate log marginal likelihood used in the extended density. Default: the larger
         of the base's ``log_zeta`` (the ELBO for an ADVI base) and an importance-sampling
@@ -270,7 +275,7 @@ def run_with_bootstrap(run, target, base, log_zeta, seed, bootstrap, bootstrap_d
             }
         )
         if refit:
-            base = base_from_result(result, target.model)
+            base = base_from_result(result, target.model, previous=base)
         # The round's estimate is only trustworthy when it saw both ends of beta (eq. 20
         # compares them); otherwise estimate log zeta afresh by importance sampling from the
         # (refitted) base.
