@@ -249,8 +249,10 @@ class MixtureBase:
     ``q(x) = sum_k w_k N(x; m_k, S_k) + w_prior prior(x)``, evaluated exactly (log-sum-exp)
     and drawn from exactly. The Gaussians cover the modes that the fits found; the prior
     component (a defensive mixture, Hesterberg 1995) gives every region the prior reaches a
-    density bounded below by ``w_prior`` times the prior's, so a mode that the fits missed is
-    still visited at inverse temperature 0. Built by ``fit_base(method="mixture")``.
+    density bounded below by ``w_prior`` times the prior's. Built by
+    ``fit_base(method="mixture")``. It serves as the proposal of
+    :func:`~pymc_tempering.sample_pe` and of :func:`estimate_log_zeta` as it is; the methods that
+    temper from a base run on its moment-matched Gaussian, :meth:`gaussian`.
 
     Attributes
     ----------
@@ -348,6 +350,19 @@ class MixtureBase:
             parts.append(self.prior.logp(x))
         return logsumexp(np.stack(parts, axis=-1) + self._log_weights(), axis=-1)
 
+    def logp_graph(self, x) -> pt.TensorVariable:
+        """Normalised log density in a PyTensor graph (``x`` as in :meth:`Base.logp_graph`)."""
+        parts = [c.logp_graph(x) for c in self.components]
+        if self.prior is not None:
+            target = self.prior.target
+            values = (
+                target.unravel_graph(x)
+                if isinstance(x, pt.TensorVariable)
+                else dict(zip(target.names, x, strict=True))
+            )
+            parts.append(target.prior_logp_graph(values))
+        return pt.logsumexp(pt.stack(parts) + self._log_weights())
+
     def sample(self, n: int, random_seed=None) -> np.ndarray:
         """``n`` independent draws, shape ``(n, ndim)``, in random order."""
         rng = np.random.default_rng(random_seed)
@@ -393,8 +408,9 @@ def fit_base(
           the ELBO averaged over the last 10% of the iterations.
         - ``"mixture"`` (section 6 of the CT paper): ``n_fits`` mean-field ADVI runs from
           dispersed starts (prior draws, or, where the prior cannot be drawn, points spread
-          around a first fit at three of its standard deviations), duplicates dropped (fits whose
-          means differ by less than one standard deviation in every coordinate), kept as the
+          around a first fit at three of its standard deviations), duplicates dropped (fits on
+          one mode: means within one standard deviation in every coordinate, or no dip of the
+          log density deeper than 5 nats on the segment between them), kept as the
           true mixture of eq. (25) weighted by their ELBOs (a :class:`MixtureBase`: exact log
           density and draws); ``log_zeta`` is eq. (25)'s ``log sum exp(ELBO_i)``. It covers
           the modes the fits found; :meth:`MixtureBase.gaussian` is the defensive Gaussian that
@@ -529,6 +545,25 @@ def _dispersed(points: np.ndarray, k: int) -> list[int]:
     return chosen
 
 
+MODE_BARRIER = 5.0  # nats: a deeper dip of the log density between two fits separates modes
+
+
+def _same_mode(target: Target, a: Base, b: Base, n: int = 9) -> bool:
+    """Whether two fits sit on one mode of the target.
+
+    Yes when their means are within one standard deviation in every coordinate, or when the
+    target's log density on the segment between them never dips more than ``MODE_BARRIER``
+    nats below its lower end: ADVI runs from different starts stop at slightly different
+    points of one mode (more than a standard deviation apart somewhere, in many dimensions),
+    while separated modes have a valley between them.
+    """
+    if np.all(np.abs(a.mean - b.mean) < np.maximum(a.std, b.std)):
+        return True
+    t = np.linspace(0.0, 1.0, n + 2)[:, None]
+    logp = target.logp(a.mean + t * (b.mean - a.mean))
+    return bool(np.min(logp[1:-1]) >= min(logp[0], logp[-1]) - MODE_BARRIER)
+
+
 def _fit_mixture(
     target: Target, n: int, n_fits: int, prior_weight, random_seed, progressbar, fit_kwargs
 ) -> MixtureBase:
@@ -566,12 +601,10 @@ def _fit_mixture(
             f"were dropped. The first: {errors[0]}",
             stacklevel=3,
         )
-    # Keep the best fit of each group of duplicates (means within one sd in every coordinate).
+    # Keep the best fit of each mode: fits of one mode are duplicates.
     kept: list[Base] = []
     for fit in sorted(fits, key=lambda f: -f.log_zeta):
-        if not any(
-            np.all(np.abs(fit.mean - k.mean) < np.maximum(fit.std, k.std)) for k in kept
-        ):
+        if not any(_same_mode(target, fit, k) for k in kept):
             kept.append(fit)
     elbo = np.array([k.log_zeta for k in kept])
     prior = PriorDensity(target, random_seed=start_seed) if prior_weight > 0 else None

@@ -173,6 +173,12 @@ def test_prior_density_is_the_normalised_prior_on_the_flat_space():
         np.logaddexp(np.log(0.75) + mix.components[0].logp(x), np.log(0.25) + ref),
         atol=1e-7,
     )
+    # the same density in a graph, from the flat vector and from the model's value variables
+    xs = pt.vector("x")
+    np.testing.assert_allclose([pytensor.function([xs], mix.logp_graph(xs))(r) for r in x], mix.logp(x))
+    a, b = pt.scalar("a"), pt.scalar("b")
+    fn = pytensor.function([a, b], mix.logp_graph([a, b]))
+    np.testing.assert_allclose([fn(*r) for r in x], mix.logp(x))
     with pm.Model() as flat:
         pm.Flat("a")
     with pytest.raises(ValueError, match="improper"):
