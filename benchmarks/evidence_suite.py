@@ -781,24 +781,13 @@ def _finite(value):
     return value if math.isfinite(value) else None
 
 
-def _smc_per_chain(idata) -> np.ndarray:
-    """Each chain's last finite ``log_marginal_likelihood`` in ``sample_stats``."""
-    values = np.asarray(idata["sample_stats"]["log_marginal_likelihood"].values)
-    per_chain = []
-    for chain in values.reshape(values.shape[0], -1):
-        flat = np.concatenate([np.atleast_1d(np.asarray(v, dtype=float)) for v in chain])
-        finite = flat[np.isfinite(flat)]
-        per_chain.append(finite[-1] if finite.size else np.nan)
-    return np.asarray(per_chain, dtype=float)
-
-
 def run_case(name: str, method: str, seed: int, quick: bool = False, smc_cores: int | None = None) -> dict:
     """Run one (problem, method, seed) case in this process; returns its record."""
     _quiet()
     problem = PROBLEMS[name]
     row = {"problem": name, "method": method, "seed": seed, "estimate": None, "se": None,
            "reliable": None, "problems": [], "seconds": None, "error_message": None, "quick": quick}
-    if method in ("ct", "pe"):
+    if method in ("ct", "pe", "smc"):  # smc: its estimate is read by the library
         import pymc_tempering as pmt
     elif method == "dynesty":
         import dynesty
@@ -820,7 +809,8 @@ def run_case(name: str, method: str, seed: int, quick: bool = False, smc_cores: 
             with problem.build():
                 idata = pm.sample_smc(draws=500 if quick else 2000, chains=2, random_seed=seed,
                                       progressbar=False, cores=smc_cores)
-            per_chain = _smc_per_chain(idata)
+            # the library reads SMC results: each chain's last finite value, marked unreliable
+            per_chain = pmt.log_marginal_likelihood(idata).per_chain
             row["per_chain"] = [_finite(v) for v in per_chain]
             if np.all(np.isfinite(per_chain)):
                 row["estimate"] = float(per_chain.mean())
