@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 import pymc as pm
@@ -220,13 +221,9 @@ class PriorDensity:
     def ndim(self) -> int:
         return self.target.ndim
 
-    @property
+    @cached_property
     def _batched(self):
-        if not hasattr(self, "_fn"):
-            self._fn = self.target.compile_batched(
-                lambda x, values: [self.target.prior_logp_graph(values)]
-            )
-        return self._fn
+        return self.target.compile_batched(lambda x, values: [self.target.prior_logp_graph(values)])
 
     def logp(self, x) -> np.ndarray:
         """Log prior density at flat points ``x`` of shape ``(..., ndim)``."""
@@ -290,8 +287,7 @@ class MixtureBase:
         return self.components[0].ndim
 
     def _log_weights(self) -> np.ndarray:
-        lw = np.log(self.weights)
-        return lw if self.prior is None else np.append(lw, np.log(self.prior_weight))
+        return np.log([w for w, _ in self._parts()])
 
     def _parts(self, weights=None):
         weights = self.weights if weights is None else weights
