@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -247,7 +248,7 @@ class ErgodicApproximation:
 
 # ---------------------------------------------------------------------------------- fitting
 def _check_options(n_steps, n_leapfrog, n_particles, n_iterations, learning_rate, tune_initial,
-                   calibration_draws) -> None:
+                   calibration_draws, step_size="auto") -> None:
     """Refuse invalid settings of :func:`fit_ergodic` with a clear ``ValueError``."""
     if n_steps < 1 or n_leapfrog < 1:
         raise ValueError(
@@ -260,6 +261,8 @@ def _check_options(n_steps, n_leapfrog, n_particles, n_iterations, learning_rate
         )
     if not learning_rate > 0:
         raise ValueError(f"learning_rate must be positive, got {learning_rate}.")
+    if isinstance(step_size, str) and step_size != "auto":
+        raise ValueError(f"step_size must be 'auto', a number or (low, high), got {step_size!r}.")
     if tune_initial not in (True, False, "stein"):
         raise ValueError(f"tune_initial must be True, False or 'stein', got {tune_initial!r}.")
     if int(calibration_draws) != calibration_draws or not (
@@ -271,8 +274,29 @@ def _check_options(n_steps, n_leapfrog, n_particles, n_iterations, learning_rate
         )
 
 
-def _initial_gaussian(target: Target, initial, prior_base: Base | None):
-    """Mean and sds of the factorised ``P_0`` from ``initial`` ("prior" or a Base)."""
+#: ``initial="auto"``: P_0's sds are the quick Laplace fit's marginal sds times this.
+AUTO_WIDEN = 2.0
+#: ``step_size="auto"``: the initial step sizes, in units of P_0's standard deviations.
+AUTO_STEP_RANGE = (0.1, 0.25)
+
+
+def _laplace(target: Target) -> tuple[np.ndarray, np.ndarray]:
+    """The mode and marginal sds of a quick Laplace fit (``initial="auto"``), clear errors."""
+    start = target.ravel(target.model.initial_point())
+    try:
+        mode, std = hei.laplace_fit(target.batched_logp_and_grad(), start)
+    except ValueError as err:
+        raise ValueError(f"initial='auto': {err}") from err
+    if not (np.all(np.isfinite(mode)) and np.all(np.isfinite(std)) and np.all(std > 0)):
+        raise ValueError(
+            "initial='auto': the quick Laplace fit for P_0 gave a non-finite mode or scale. Pass "
+            "initial=pmt.Base(...) (a P_0 wider than the posterior) or initial='prior'."
+        )
+    return mode, std
+
+
+def _initial_gaussian(target: Target, initial, prior_base: Base | None, laplace=None):
+    """Mean and sds of the factorised ``P_0`` from ``initial`` ("auto", "prior" or a Base)."""
     if isinstance(initial, Base):
         if initial.ndim != target.ndim:
             raise ValueError(
@@ -282,13 +306,23 @@ def _initial_gaussian(target: Target, initial, prior_base: Base | None):
         return np.array(initial.mean, dtype=float), np.array(initial.std, dtype=float)
     if isinstance(initial, str) and initial == "prior":
         return np.array(prior_base.mean, dtype=float), np.array(prior_base.std, dtype=float)
-    raise ValueError(f"initial must be 'prior' or a pymc_tempering.Base, got {initial!r}.")
+    if isinstance(initial, str) and initial == "auto":
+        mode, std = laplace
+        return mode.copy(), AUTO_WIDEN * std
+    raise ValueError(
+        f"initial must be 'auto', 'prior' or a pymc_tempering.Base, got {initial!r}."
+    )
 
 
 def _initial_and_bound(model, target, initial, entropy_lower_bound, n_prior_draws, seed):
     """``P_0``'s mean and sds, the bound ``h`` of eq. (5) and where it came from; checks eq. (5)."""
-    prior_base = None
-    if (isinstance(initial, str) and initial == "prior") or entropy_lower_bound is None:
+    prior_base = laplace = None
+    auto = isinstance(initial, str) and initial == "auto"
+    if auto:
+        laplace = _laplace(target)
+    if (isinstance(initial, str) and initial == "prior") or (
+        entropy_lower_bound is None and not auto
+    ):
         try:
             prior_base = fit_base(model, method="prior", n=n_prior_draws, random_seed=seed)
         except ValueError as err:
@@ -298,8 +332,10 @@ def _initial_and_bound(model, target, initial, entropy_lower_bound, n_prior_draw
                 "initial=pmt.Base(...) and an entropy_lower_bound (an upper estimate of the "
                 "posterior's entropy on the unconstrained space)."
             ) from err
-    mean0, std0 = _initial_gaussian(target, initial, prior_base)
-    if entropy_lower_bound is None:
+    mean0, std0 = _initial_gaussian(target, initial, prior_base, laplace)
+    if entropy_lower_bound is None and auto:
+        h, source = gaussian_entropy(laplace[1] ** 2), "laplace_entropy"
+    elif entropy_lower_bound is None:
         h, source = gaussian_entropy(prior_base.cov), "prior_gaussian_entropy"
     else:
         h, source = float(entropy_lower_bound), "user"
@@ -326,6 +362,7 @@ _PARAMETER_NAMES = {  # FitParameters field -> what the user knows it as
     "log_step_size": "leapfrog step sizes",
     "log_momentum_variance": "momentum variances",
 }
+MAX_SKIPPED_IN_A_ROW = 50  # non-finite gradients in a row before the fit gives up
 _REMEDY = (
     "lower learning_rate or step_size, or start from a narrower P_0 inside the model's support"
 )
@@ -364,16 +401,24 @@ def _optimise(train, params, tuned, *, n_iterations, shape, rng, progressbar):
              "training_stein_gap"]
 
     def step(state, _, rng):
-        i, sums = state
-        outputs = train(
+        i, sums, skipped, run = state
+        *outputs, finite = train(
             rng.standard_normal((n_particles, d)),
             rng.standard_normal((n_steps, n_particles, d)),
             rng.uniform(size=(n_steps, n_particles)),
         )
         _check_fit_finite(i, n_iterations, outputs[0], outputs[1], params)
+        run = 0 if finite else run + 1
+        if run >= MAX_SKIPPED_IN_A_ROW:
+            raise DivergenceError(
+                f"Ergodic inference: the gradient was non-finite in {run} iterations in a row "
+                f"(up to iteration {i} of {n_iterations}): leapfrog trajectories leave the region "
+                "where the model's log density and its gradient are finite; "
+                f"{_REMEDY}."
+            )
         if i >= first_averaged:
             sums = hei.polyak_add(sums, [p.get_value() for p in tuned])
-        return (i + 1, sums), outputs
+        return (i + 1, sums, skipped + (not finite), run), outputs
 
     def record(state, outputs):
         values = {name: np.asarray(v)[None] for name, v in zip(names, outputs, strict=True)}
@@ -381,7 +426,7 @@ def _optimise(train, params, tuned, *, n_iterations, shape, rng, progressbar):
 
     sums = tuple(np.zeros_like(p.get_value()) for p in tuned)
     trace = run_kernel(
-        step, (0, sums), None, draws=n_iterations, tune=0, chains=1, rng=rng, record=record,
+        step, (0, sums, 0, 0), None, draws=n_iterations, tune=0, chains=1, rng=rng, record=record,
         description="Ergodic inference", progressbar=progressbar and n_iterations > 0,
     )
     history = {name: trace.draws[name][0] for name in names} if n_iterations else {
@@ -391,7 +436,15 @@ def _optimise(train, params, tuned, *, n_iterations, shape, rng, progressbar):
     n_average = n_iterations - first_averaged
     average = [total / n_average for total in trace.state[1]] if n_average else None
     seconds = (np.ptp(trace.draws["time"]) / (n_iterations - 1)) if n_iterations > 1 else np.nan
-    return history, average, float(seconds)
+    skipped = int(trace.state[2])
+    if skipped > 0.1 * n_iterations:
+        warnings.warn(
+            f"Ergodic inference: {skipped} of {n_iterations} Adam iterations were skipped "
+            "because the gradient was not finite (leapfrog trajectories leaving the region where "
+            f"the log density is finite); {_REMEDY}.",
+            stacklevel=3,
+        )
+    return history, average, float(seconds), skipped
 
 
 def _calibrate_scale(approx: ErgodicApproximation, n: int, seed) -> tuple[float, float]:
@@ -456,15 +509,15 @@ def fit_ergodic(
     progressbar: bool = True,
     n_steps: int = 10,
     n_leapfrog: int = 5,
-    initial="prior",
+    initial="auto",
     entropy_lower_bound: float | None = None,
     n_particles: int = 200,
     n_iterations: int = 1000,
     learning_rate: float = 0.01,
     stop_gradient: bool = True,
-    tune_initial: bool | str = True,
+    tune_initial: bool | str = "stein",
     calibration_draws: int = 10_000,
-    step_size=(0.01, 0.025),
+    step_size="auto",
     n_prior_draws: int = 4000,
 ) -> ErgodicApproximation:
     """Fit an ergodic approximation (Hamiltonian ergodic inference) to a PyMC model.
@@ -486,12 +539,18 @@ def fit_ergodic(
         Number ``T`` of HMC transitions in the chain.
     n_leapfrog : int
         Leapfrog steps per transition.
-    initial : "prior" or Base
-        ``P_0``: the diagonal of the Gaussian moment-matched to prior draws on the unconstrained
-        space, or a :class:`~pymc_tempering.Base`'s mean and marginal standard deviations.
+    initial : "auto", "prior" or Base
+        ``P_0``. ``"auto"``: a quick Laplace fit of the model (L-BFGS to the mode, the Hessian
+        there by central differences of the gradient), ``P_0`` centred at the mode with
+        ``AUTO_WIDEN`` (2) times its marginal standard deviations, so the fit does not depend on
+        the units or location of the parameters. ``"prior"``: the diagonal of the Gaussian
+        moment-matched to prior draws on the unconstrained space. Or a
+        :class:`~pymc_tempering.Base`'s mean and marginal standard deviations.
     entropy_lower_bound : float, optional
-        The bound ``h`` of eq. (5). Default: the entropy of the Gaussian moment-matched to
-        ``n_prior_draws`` prior draws (section 3.3). Pass it where the prior cannot be drawn.
+        The bound ``h`` of eq. (5). Default: with ``initial="auto"``, the entropy of the
+        factorised Laplace Gaussian (``P_0`` may shrink to the Laplace fit's width, not below);
+        otherwise the entropy of the Gaussian moment-matched to ``n_prior_draws`` prior draws
+        (section 3.3). Pass it where neither is available.
     n_particles : int
         Monte Carlo samples per gradient estimate.
     n_iterations : int
@@ -501,17 +560,20 @@ def fit_ergodic(
         variances).
     stop_gradient : bool
         Stop the gradient at each transition's input ``x_{t-1}`` (section 3.2).
-    tune_initial : True, False or "stein"
-        ``True`` (the paper): ``P_0``'s mean and scales maximise ``ELBO(P_0)`` under eq. (5);
-        ``False``: ``P_0`` fixed; ``"stein"`` (beyond the paper): ``P_0``'s common scale makes
-        ``P_T`` satisfy the Stein identity (see :meth:`ErgodicApproximation.stein_gap`), which
-        removes the over-concentration the EMLBO rewards.
+    tune_initial : "stein", True or False
+        ``"stein"`` (default, beyond the paper): ``P_0``'s common scale makes ``P_T`` satisfy
+        the Stein identity (see :meth:`ErgodicApproximation.stein_gap`), which removes the
+        over-concentration the EMLBO rewards. ``True`` (the paper): ``P_0``'s mean and scales
+        maximise ``ELBO(P_0)`` under eq. (5); ``False``: ``P_0`` fixed.
     calibration_draws : int
         For ``"stein"``: chains of the Brent root search that sets ``P_0``'s scale after
         training (its precision: ``settings["calibration_gap_mcse"]``); ``0`` skips it.
-    step_size : float or (low, high)
-        Initial leapfrog step sizes: one value, or uniform draws per transition from
-        ``(low, high)`` (the paper's (0.01, 0.025)). Momentum variances start at 1.
+    step_size : "auto", float or (low, high)
+        Initial leapfrog step sizes. ``"auto"``: the leapfrog runs in ``P_0``'s units (momentum
+        variances start at ``1 / initial_std**2``, a diagonal mass matrix) with step sizes drawn
+        per transition from ``AUTO_STEP_RANGE`` (0.1, 0.25) in those units. A number or a range
+        ``(low, high)`` (the paper's (0.01, 0.025)) is in the model's units, with momentum
+        variances starting at 1.
     n_prior_draws : int
         Prior draws for ``initial="prior"`` and the default bound.
 
@@ -526,27 +588,35 @@ def fit_ergodic(
         ``entropy_lower_bound``), or when the prior is needed but cannot be drawn.
     DivergenceError
         When the objective or a parameter (step sizes, momentum variances, ``P_0``) becomes
-        non-finite; the message names it and the iteration.
+        non-finite, or the gradient is non-finite in ``MAX_SKIPPED_IN_A_ROW`` (50) iterations in
+        a row; the message names it and the iteration. An iteration whose gradient is not finite
+        (a particle's trajectory left the finite region) is skipped, counted in
+        ``settings["skipped_iterations"]``, with a warning when more than 10% were.
     """
     model = modelcontext(model)
     target = Target(model)
     n_steps, n_leapfrog = int(n_steps), int(n_leapfrog)
     n_particles, n_iterations = int(n_particles), int(n_iterations)
     _check_options(n_steps, n_leapfrog, n_particles, n_iterations, learning_rate, tune_initial,
-                   calibration_draws)
+                   calibration_draws, step_size)
     prior_seed, init_seed, noise_seed, calibration_seed = split_seed(random_seed, 4)
     mean0, std0, h, bound_source = _initial_and_bound(
         model, target, initial, entropy_lower_bound, n_prior_draws, prior_seed
     )
-    steps0 = hei.initial_step_sizes(step_size, n_steps, np.random.default_rng(init_seed))
-    params = hei.init_parameters(mean0, std0, steps0)
+    if isinstance(step_size, str):  # "auto": leapfrog in P_0's units
+        steps0 = hei.initial_step_sizes(AUTO_STEP_RANGE, n_steps, np.random.default_rng(init_seed))
+        momentum_variance0 = 1.0 / std0**2
+    else:
+        steps0 = hei.initial_step_sizes(step_size, n_steps, np.random.default_rng(init_seed))
+        momentum_variance0 = 1.0
+    params = hei.init_parameters(mean0, std0, steps0, momentum_variance0)
     train, tuned = None, []
     if n_iterations:
         train, tuned = hei.compile_training_step(
             target, params, n_leapfrog=n_leapfrog, stop_gradient=stop_gradient,
             tune_initial=tune_initial, learning_rate=learning_rate, h=h,
         )
-    history, average, seconds = _optimise(
+    history, average, seconds, skipped = _optimise(
         train, params, tuned, n_iterations=n_iterations, shape=(n_particles, n_steps, target.ndim),
         rng=np.random.default_rng(noise_seed), progressbar=progressbar,
     )
@@ -557,6 +627,9 @@ def fit_ergodic(
         approx.settings.update(calibration_scale=scale, calibration_gap_mcse=gap_mcse)
     approx.settings.update(
         seconds_per_iteration=seconds,  # the optimisation loop after its first iteration
+        skipped_iterations=skipped,  # Adam iterations skipped for a non-finite gradient
+        initial=initial if isinstance(initial, str) else "base",
+        step_size=step_size if isinstance(step_size, str) else repr(step_size),
         n_particles=n_particles,
         n_iterations=n_iterations,
         learning_rate=float(learning_rate),
