@@ -14,13 +14,22 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 from pymc.model import modelcontext
-from scipy import linalg
+from scipy import linalg, optimize
 from scipy.special import logsumexp
 
 from pymc_tempering.sampling import split_seed
 from pymc_tempering.target import Target
 
-__all__ = ["Base", "MixtureBase", "PriorDensity", "fit_base", "base_from_result", "estimate_log_zeta"]
+__all__ = [
+    "Base",
+    "MixtureBase",
+    "Modes",
+    "PriorDensity",
+    "fit_base",
+    "find_modes",
+    "base_from_result",
+    "estimate_log_zeta",
+]
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 # Share of a multimodal base spread evenly over its modes, and kept by a bootstrap refit
@@ -50,6 +59,9 @@ class Base:
     defensive_weight : float
         Share of this base that a bootstrap refit keeps (:func:`base_from_result`): 0 for a
         unimodal fit, positive for one moment-matched to several modes.
+    modes : Modes or None
+        The optima of the mode search the base was fitted from (:func:`find_modes`), kept so
+        that :func:`~pymc_tempering.diagnose` can see a mode a run never visited.
     scale_tril : ndarray, shape (ndim, ndim)
         Lower Cholesky factor ``L`` of ``cov``: ``x = mean + L z`` maps whitened coordinates
         ``z ~ N(0, I)`` to the base (:meth:`unwhiten`).
@@ -61,6 +73,7 @@ class Base:
     method: str = "moments"
     diagonal: bool = False
     defensive_weight: float = 0.0
+    modes: Modes | None = field(default=None, repr=False)
     scale_tril: np.ndarray = field(init=False, repr=False)
     _precision_tril: np.ndarray = field(init=False, repr=False)
 
@@ -260,6 +273,8 @@ class MixtureBase:
     prior_weight : float
     log_zeta : float or None
     method : str
+    modes : Modes or None
+        The optima of the mode search the base was fitted from, if any.
     """
 
     components: tuple
@@ -268,6 +283,7 @@ class MixtureBase:
     prior_weight: float = 0.0
     log_zeta: float | None = None
     method: str = "mixture"
+    modes: Modes | None = field(default=None, repr=False)
 
     def __post_init__(self):
         weights = np.array(self.weights, dtype=float).reshape(-1)
@@ -326,7 +342,9 @@ class MixtureBase:
         """
         parts = self._parts()
         if len(parts) == 1:
-            return replace(self.components[0], log_zeta=self.log_zeta, method=self.method)
+            return replace(
+                self.components[0], log_zeta=self.log_zeta, method=self.method, modes=self.modes
+            )
         k = len(self.components)
         total = 1.0 - self.prior_weight
         blended = (1 - DEFENSIVE_WEIGHT) * self.weights + DEFENSIVE_WEIGHT * total / k
@@ -337,6 +355,7 @@ class MixtureBase:
             log_zeta=self.log_zeta,
             method=self.method,
             defensive_weight=DEFENSIVE_WEIGHT,
+            modes=self.modes,
         )
 
     def logp(self, x) -> np.ndarray:
@@ -541,6 +560,138 @@ def _dispersed(points: np.ndarray, k: int) -> list[int]:
     return chosen
 
 
+N_MODE_STARTS = 32  # optimisations from prior draws in the mode search of fit_base("mixture")
+MODE_MAX_ITER = 200  # L-BFGS iterations per optimisation
+
+
+@dataclass(frozen=True, eq=False)
+class Modes:
+    """Local maxima of the target's log density, found by optimisation from prior draws.
+
+    Made by the mode search of ``fit_base(method="mixture")`` (:func:`find_modes`); each
+    distinct optimum carries a Laplace approximation of the probability mass around it. The
+    ADVI fits of the base start from them, and :func:`~pymc_tempering.diagnose` compares the
+    weighted draws of a run with them to see a mode that the run never visited.
+
+    Attributes
+    ----------
+    points : ndarray, shape (k, ndim)
+        The optima on the flat unconstrained space, by decreasing log density.
+    log_density : ndarray, shape (k,)
+        The target's (unnormalised) log density there.
+    log_mass : ndarray, shape (k,)
+        Laplace approximation of the log mass around each: ``log p(x*) + ndim/2 log(2 pi) +
+        1/2 log det S`` with ``S`` the inverse of the negative Hessian, whose eigenvalues are
+        floored at the prior's precision (a direction in which the target is flat, such as
+        along a shell, counts as wide as the prior, not infinitely wide).
+    cov : ndarray, shape (k, ndim, ndim)
+        Those Laplace covariances ``S``.
+    """
+
+    points: np.ndarray
+    log_density: np.ndarray
+    log_mass: np.ndarray
+    cov: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.points.shape[0])
+
+    @property
+    def probabilities(self) -> np.ndarray:
+        """Each optimum's share of the total Laplace mass."""
+        return np.exp(self.log_mass - logsumexp(self.log_mass))
+
+
+def find_modes(target: Target, n_starts: int = N_MODE_STARTS, random_seed=None) -> Modes | None:
+    """Optimise the target's log density from prior draws, and keep the distinct maxima.
+
+    L-BFGS (:func:`scipy.optimize.minimize`) on the flat unconstrained space from ``n_starts``
+    prior draws. A run counts when it converged to a finite local maximum (the Hessian, by
+    central differences of the gradient, is negative definite up to the flooring described in
+    :class:`Modes`); one that runs off to infinity (the spike of a centred hierarchical model)
+    or stops at a saddle does not. Optima that agree within a tenth of their Laplace standard
+    deviations are one.
+
+    Returns
+    -------
+    Modes or None
+        ``None`` when the prior cannot be drawn from or no run converged.
+    """
+    try:
+        _, starts = _prior_draws(target, n_starts, random_seed)
+    except ValueError:
+        return None
+    # Directions in which the target is flat count as wide as the prior (see Modes.log_mass).
+    prior_sd = np.maximum(starts.std(axis=0), 1e-12)
+
+    def negative(x):
+        logp, grad = target.logp_and_grad(x)
+        if not np.isfinite(logp):
+            return 1e300, np.zeros_like(x)
+        return -logp, -grad
+
+    optima = []
+    for start in starts:
+        with np.errstate(all="ignore"):
+            res = optimize.minimize(
+                negative, start, jac=True, method="L-BFGS-B", options={"maxiter": MODE_MAX_ITER}
+            )
+        if res.success and np.isfinite(res.fun) and res.fun < 1e299:
+            optima.append((-float(res.fun), res.x))
+    optima.sort(key=lambda f: -f[0])
+    kept: list = []
+    for logp, x in optima:
+        # Runs that reached one optimum first, cheaply (before a Hessian for each): then
+        # optima that agree within a tenth of their Laplace standard deviations.
+        if any(np.all(np.abs(x - y) < 1e-3 * prior_sd) for _, y, _ in kept):
+            continue
+        laplace = _laplace_cov(target, x, 1.0 / prior_sd.max() ** 2)
+        if laplace is None:
+            continue
+        cov, grad = laplace
+        # Converged: the Newton step to the quadratic's maximum gains under 0.01 nats. (A run
+        # that L-BFGS stopped on a slope, climbing a centred model's spike, does not count.)
+        if 0.5 * grad @ cov @ grad >= 0.01:
+            continue
+        if not any(np.all(np.abs(x - y) < 0.1 * np.sqrt(np.diag(c))) for _, y, c in kept):
+            kept.append((logp, x, cov))
+    if not kept:
+        return None
+    log_density = np.array([k[0] for k in kept])
+    points = np.array([k[1] for k in kept])
+    covs = np.array([k[2] for k in kept])
+    log_det = np.array([np.linalg.slogdet(c)[1] for c in covs])
+    return Modes(
+        points=points,
+        log_density=log_density,
+        log_mass=log_density + 0.5 * target.ndim * _LOG_2PI + 0.5 * log_det,
+        cov=covs,
+    )
+
+
+def _laplace_cov(target: Target, x: np.ndarray, floor: float):
+    """Inverse negative Hessian at ``x`` (central differences of the gradient), eigenvalues of
+    the precision floored at ``floor``, and the gradient there; ``None`` at a saddle or where
+    the gradient fails."""
+    d = x.size
+    grad = target.logp_and_grad(x)[1]
+    h = 1e-5 * np.maximum(1.0, np.abs(x))
+    hess = np.empty((d, d))
+    for i in range(d):
+        e = np.zeros(d)
+        e[i] = h[i]
+        plus, minus = target.logp_and_grad(x + e)[1], target.logp_and_grad(x - e)[1]
+        hess[i] = (plus - minus) / (2 * h[i])
+    if not (np.all(np.isfinite(hess)) and np.all(np.isfinite(grad))):
+        return None
+    precision = -0.5 * (hess + hess.T)
+    values, vectors = np.linalg.eigh(precision)
+    if values.min() < -1e-3 * max(abs(values.max()), floor):  # a saddle, not a maximum
+        return None
+    values = np.maximum(values, floor)
+    return (vectors / values) @ vectors.T, grad
+
+
 MODE_BARRIER = 5.0  # nats: a deeper dip of the log density between two fits separates modes
 
 
@@ -567,14 +718,34 @@ def _fit_mixture(
         raise ValueError(f"n_fits must be at least 1, got {n_fits}.")
     if not 0 <= prior_weight < 1:
         raise ValueError(f"prior_weight must be in [0, 1), got {prior_weight!r}.")
-    start_seed, *fit_seeds = split_seed(random_seed, n_fits + 1)
+    start_seed, mode_seed, *fit_seeds = split_seed(random_seed, n_fits + 2)
     rv_names = [rv.name for rv in target.model.free_RVs]
     fits: list[Base] = []
+    laplace: list[Base] = []
+    modes = find_modes(target, random_seed=mode_seed)
     try:
-        # Starts spread over the prior: the most central of 50 * n_fits prior draws, then
-        # repeatedly the draw farthest from those already chosen.
-        constrained, flat = _prior_draws(target, 50 * n_fits, start_seed)
-        starts = [constrained[i] for i in _dispersed(flat, n_fits)]
+        if modes is not None:
+            # One ADVI run from each of the n_fits most dispersed optima (one run when the
+            # search found one mode); the other optima join the mixture as their Laplace
+            # approximations.
+            chosen = _dispersed(modes.points, n_fits)
+            starts = [target.constrained(modes.points[i]) for i in chosen]
+            starts = [{k: start[k] for k in rv_names} for start in starts]
+            laplace = [
+                Base(
+                    mean=modes.points[i],
+                    cov=modes.cov[i],
+                    log_zeta=float(modes.log_mass[i]),
+                    method="laplace",
+                )
+                for i in range(len(modes))
+                if i not in chosen
+            ]
+        else:
+            # Starts spread over the prior: the most central of 50 * n_fits prior draws, then
+            # repeatedly the draw farthest from those already chosen.
+            constrained, flat = _prior_draws(target, 50 * n_fits, start_seed)
+            starts = [constrained[i] for i in _dispersed(flat, n_fits)]
     except ValueError:
         # No prior to draw from: spread the starts around a first fit.
         fits.append(_fit_advi(target, "advi", n, fit_seeds.pop(), progressbar, **fit_kwargs))
@@ -597,22 +768,32 @@ def _fit_mixture(
             f"were dropped. The first: {errors[0]}",
             stacklevel=3,
         )
-    # Keep the best fit of each mode: fits of one mode are duplicates.
+    # Keep the best fit of each mode: fits of one mode are duplicates. Fits started at
+    # distinct optima of the mode search are distinct modes already, and the test of their
+    # means would be wrong for them: a fit of a Gaussian shell has its mean in the shell's
+    # hole, where the log density is far below the valley between two shells, so the segment
+    # between two such means shows no dip (measured on the 5-D shells: the two fits merged
+    # and the run missed a shell).
     kept: list[Base] = []
     for fit in sorted(fits, key=lambda f: -f.log_zeta):
-        if not any(_same_mode(target, fit, k) for k in kept):
+        if modes is not None or not any(_same_mode(target, fit, k) for k in kept):
             kept.append(fit)
     elbo = np.array([k.log_zeta for k in kept])
+    components = kept + laplace
+    log_mass = np.array([k.log_zeta for k in components])
     prior = PriorDensity(target, random_seed=start_seed) if prior_weight > 0 else None
-    method = f"mixture of {len(kept)}" + (" and the prior" if prior is not None else "")
+    method = f"mixture of {len(components)}" + (" and the prior" if prior is not None else "")
     return MixtureBase(
-        components=tuple(kept),
-        # eq. (25)'s weights, floored so that no mode found becomes invisible in the base
-        weights=np.maximum(np.exp(elbo - elbo.max()), 1e-3),
+        components=tuple(components),
+        # eq. (25)'s weights (the ELBOs, and the Laplace masses of the optima without a fit),
+        # floored so that no mode found becomes invisible in the base
+        weights=np.maximum(np.exp(log_mass - log_mass.max()), 1e-3),
         prior=prior,
         prior_weight=float(prior_weight),
+        # the ELBOs only: each is a lower bound on the mass of its mode, a Laplace mass is not
         log_zeta=float(logsumexp(elbo)),
         method=method,
+        modes=modes,
     )
 
 
@@ -661,6 +842,37 @@ def base_from_result(idata, model: pm.Model | None = None, previous: Base | None
         log_zeta=float(idata.attrs["log_marginal_likelihood"]),
         method="bootstrap",
         defensive_weight=keep,
+        modes=None if previous is None else previous.modes,
+    )
+
+
+def widen_base(base: Base, missed) -> Base:
+    """The base widened to the optima of its mode search that a run missed.
+
+    Moment-matched to the mixture of the base (half) and the Laplace approximations of the
+    ``missed`` optima of ``base.modes`` (half, shared equally), and defensive like
+    :meth:`MixtureBase.gaussian`, so that a bootstrap refit keeps half of it.
+
+    Parameters
+    ----------
+    base : Base
+        A base with ``modes``.
+    missed : array_like of bool, shape (mode,)
+        Which optima to add (:func:`~pymc_tempering.diagnostics.missed_modes`).
+    """
+    index = np.flatnonzero(missed)
+    if base.modes is None or index.size == 0:
+        raise ValueError("widen_base needs a base with modes and at least one missed optimum.")
+    laplace = [Base(mean=base.modes.points[i], cov=base.modes.cov[i]) for i in index]
+    parts = [(1 - DEFENSIVE_WEIGHT, base)] + [(DEFENSIVE_WEIGHT / index.size, c) for c in laplace]
+    mean, cov = MixtureBase._moments(parts)
+    return Base(
+        mean=mean,
+        cov=cov,
+        log_zeta=base.log_zeta,
+        method=f"{base.method}, widened to {index.size} missed optima",
+        defensive_weight=DEFENSIVE_WEIGHT,
+        modes=base.modes,
     )
 
 
@@ -723,6 +935,9 @@ def prepare_base(model, base, log_zeta, random_seed, progressbar):
     check_base(target, base)
     if isinstance(base, MixtureBase):
         base = base.gaussian()
+    if base.modes is None:
+        # The optima that diagnose compares the run with (a base passed in has none).
+        base = replace(base, modes=find_modes(target, random_seed=fit_seed))
     if log_zeta is None:
         # Both the ELBO and the importance-sampling estimate are (stochastic) lower bounds on
         # log Z; the tighter one keeps beta from piling up at 1 (section 6 of the paper).

@@ -17,8 +17,9 @@ from xarray import DataTree
 from pymc_tempering.estimators import kish_ess, log_ratio_of_means, weighted_mean
 from pymc_tempering.results import INVERSE_TEMPERATURE, flat_draws_from_result
 
-__all__ = ["Diagnosis", "diagnose"]
+__all__ = ["Diagnosis", "diagnose", "missed_modes"]
 
+MISSED_MASS_LIMIT = 0.05  # Laplace share of the optima that the weighted draws never reached
 KHAT_LIMIT = 0.7  # Pareto k-hat above this: the weights' variance is unreliable (PSIS rule)
 FAMILY_P = 1e-3  # family-wise false-alarm rate of the z-score and chi-square checks
 
@@ -74,7 +75,8 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
       errors; a problem above the Bonferroni limit for a family-wise rate of 0.001.
     - ``ess_weights``: Kish's effective sample size of the importance weights.
     - ``pareto_khat``: Pareto k-hat of the weights from arviz-stats' PSIS (``psislw``); a
-      problem above 0.7.
+      problem above 0.7, except for continuous tempering, whose weights ``p(beta = 1 | x)``
+      are bounded by 1 and so cannot have a heavy tail.
     - ``divergences``: NUTS transitions that diverged after tuning (``sample_stats.diverging``);
       a problem when there is any, as in PyMC. A divergence marks a region the sampler could not
       enter, such as a funnel, and missing mass biases the log marginal likelihood low while its
@@ -82,6 +84,13 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
       341 to 1668 divergences in 10,000 draws and came out 0.18 to 1.94 nats low).
     - an improper prior (``pm.Flat``, ``pm.HalfFlat``; root attr ``improper_prior``): the
       model has no marginal likelihood.
+    - ``missed_mode_mass``: when the base carries the optima of its mode search
+      (:func:`~pymc_tempering.find_modes`, stored in the ``base`` group), the share of their
+      Laplace mass around optima that the weighted draws never came near (each draw counted
+      at its nearest optimum; an optimum is missed when at least 10 effective draws were due
+      there and under a tenth of that came); a problem from 0.05. A run whose base misses a
+      mode never samples it at any temperature and every other check passes: this one
+      compares the run with an independent look at the target.
     - ``chains_log_z_chi2_p``: the p-value of the per-chain log Z estimates agreeing within
       their standard errors (chi-square with chains - 1 degrees of freedom); a problem below
       0.001.
@@ -120,11 +129,14 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
         _check_divergences(checks, stats_["diverging"], beta)
     if stats_ is not None and "log_weight" in stats_ and stats_["log_weight"].ndim == 2:
         lw = stats_["log_weight"].transpose("chain", "draw").values
-        _check_weights(checks, lw)
+        # Continuous tempering's weights are probabilities, p(beta = 1 | x) <= 1.
+        _check_weights(checks, lw, bounded="log_base_weight" in stats_)
         if "log_base_weight" in stats_:
             lw0 = stats_["log_base_weight"].transpose("chain", "draw").values
             if "base" in idata.children:
                 _check_base_moments(checks, idata, lw0)
+                if "mode_point" in idata["base"]:
+                    _check_modes(checks, idata)
             if lw.shape[0] > 1:
                 _check_chain_agreement(checks, lw, lw0)
     return Diagnosis(
@@ -190,7 +202,7 @@ def _check_divergences(checks: _Checks, diverging, beta: np.ndarray | None) -> N
         )
 
 
-def _check_weights(checks: _Checks, lw: np.ndarray) -> None:
+def _check_weights(checks: _Checks, lw: np.ndarray, bounded: bool = False) -> None:
     ess = kish_ess(lw)
     # PSIS on the log weights with arviz-stats' psislw; its k-hat is the tail index of the
     # weights. psislw follows the PSIS-LOO convention and smooths exp(-input) (it takes
@@ -202,10 +214,14 @@ def _check_weights(checks: _Checks, lw: np.ndarray) -> None:
     except ValueError:  # a flat tail ("All tail values are the same"): nothing heavy there
         khat = float("nan")
     checks.add("ess_weights", ess, "-", True, "Kish effective sample size of the weights")
-    checks.add(
-        "pareto_khat", khat, f"<= {KHAT_LIMIT}", not khat > KHAT_LIMIT, "Pareto k-hat of weights"
-    )
-    if khat > KHAT_LIMIT:
+    # Weights bounded above have every moment finite, so their tail cannot be heavy: a k-hat
+    # beyond the limit there is the generalised Pareto fit meeting the bound (measured: 0.9
+    # and 1.18 on continuous tempering runs whose weights had a Kish ESS of 86-88% of the
+    # draws). It is shown, not held against the run.
+    ok = bounded or not khat > KHAT_LIMIT
+    meaning = "Pareto k-hat of weights" + (" (bounded by 1: not a check)" if bounded else "")
+    checks.add("pareto_khat", khat, f"<= {KHAT_LIMIT}", ok, meaning)
+    if not ok:
         checks.problems.append(
             f"The importance weights are heavy-tailed (Pareto k-hat {khat:.2f} > "
             f"{KHAT_LIMIT}; Kish ESS {ess:.0f} of {lw.size} draws): the largest weights may "
@@ -231,6 +247,56 @@ def _check_base_moments(checks: _Checks, idata: DataTree, lw0: np.ndarray) -> No
             "The draws weighted towards beta = 0 do not reproduce the base's mean and "
             f"variance (max |z| = {max_z:.1f}): the chains have not converged to the "
             "tempered joint density, so its estimates are biased. Run longer chains."
+        )
+
+
+def missed_modes(idata: DataTree) -> tuple[np.ndarray, float]:
+    """The optima of the base's mode search that a continuous tempering run never came near.
+
+    Each draw belongs to its nearest optimum (in the base's standard deviations); an optimum is
+    missed when its share of the Laplace mass of all optima is worth at least 10 effective
+    draws of the weights and the weighted draws that belong to it hold under a tenth of that
+    share.
+
+    Returns
+    -------
+    missed : ndarray of bool, shape (mode,)
+    mass : float
+        The Laplace share of the missed optima.
+    """
+    points = idata["base"]["mode_point"].values
+    log_mass = idata["base"]["mode_log_mass"].values
+    lw = idata["sample_stats"]["log_weight"].transpose("chain", "draw").values
+    scale = np.sqrt(idata["base"]["variance"].values)
+    z = flat_draws_from_result(idata).reshape(-1, points.shape[1]) / scale
+    centres = points / scale
+    dist2 = (z**2).sum(1)[:, None] - 2 * z @ centres.T + (centres**2).sum(1)[None, :]
+    w = np.exp(lw.ravel() - lw.max())
+    share = np.bincount(np.argmin(dist2, axis=1), weights=w / w.sum(), minlength=len(points))
+    expected = np.exp(log_mass - np.logaddexp.reduce(log_mass))
+    missed = (expected * kish_ess(lw) >= 10) & (share < 0.1 * expected)
+    return missed, float(expected[missed].sum())
+
+
+def _check_modes(checks: _Checks, idata: DataTree) -> None:
+    missed, missed_mass = missed_modes(idata)
+    points = idata["base"]["mode_point"].values
+    checks.add(
+        "missed_mode_mass",
+        missed_mass,
+        f"< {MISSED_MASS_LIMIT}",
+        missed_mass < MISSED_MASS_LIMIT,
+        "Laplace share of the base's mode-search optima that the weighted draws never reached",
+    )
+    if missed_mass >= MISSED_MASS_LIMIT:
+        checks.problems.append(
+            f"The weighted draws never came near {int(missed.sum())} of the {len(points)} "
+            "local maxima that the base's mode search found (optimisations from prior draws), "
+            f"which hold about {missed_mass:.0%} of their Laplace mass: the run probably "
+            "missed a mode, so the log marginal likelihood is too low by about "
+            f"{-np.log1p(-min(missed_mass, 0.999)):.2f} nats or more and its standard error "
+            "does not show it. Pass a base that covers every mode (fit_base(method="
+            "'mixture', n_fits=...)), or run longer."
         )
 
 

@@ -173,17 +173,21 @@ def build_result(
     return tree
 
 
-def base_group(target: Target, mean: np.ndarray, variance: np.ndarray) -> xr.Dataset:
+def base_group(target: Target, mean: np.ndarray, variance: np.ndarray, modes=None) -> xr.Dataset:
     """The ``base`` group: a Gaussian base's mean and variances on the flat unconstrained space.
 
     Its coordinate ``flat_variable`` names the value variable of each flat element, so the
-    flat draws can be rebuilt from the result alone (:func:`flat_draws_from_result`).
+    flat draws can be rebuilt from the result alone (:func:`flat_draws_from_result`). With the
+    base's :class:`~pymc_tempering.Modes`, it also holds the optima of its mode search:
+    ``mode_point`` (mode, flat), ``mode_log_density`` and ``mode_log_mass`` (mode).
     """
     labels = np.repeat(np.array(target.names, dtype=object), target.sizes).astype(str)
-    return xr.Dataset(
-        {"mean": ("flat", np.asarray(mean)), "variance": ("flat", np.asarray(variance))},
-        coords={"flat_variable": ("flat", labels)},
-    )
+    data = {"mean": ("flat", np.asarray(mean)), "variance": ("flat", np.asarray(variance))}
+    if modes is not None:
+        data["mode_point"] = (("mode", "flat"), modes.points)
+        data["mode_log_density"] = ("mode", modes.log_density)
+        data["mode_log_mass"] = ("mode", modes.log_mass)
+    return xr.Dataset(data, coords={"flat_variable": ("flat", labels)})
 
 
 def flat_draws_from_result(idata: DataTree) -> np.ndarray:

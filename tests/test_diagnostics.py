@@ -24,6 +24,26 @@ def test_diagnose_khat_reads_the_right_tail():
     assert khat_of(np.log(rng.pareto(1 / 1.5, size=20_000) + 1)) > 0.7
 
 
+def test_diagnose_khat_is_no_problem_for_bounded_continuous_tempering_weights():
+    """Weights p(beta = 1 | x) <= 1 (continuous tempering: log_base_weight present) have every
+    moment finite: the k-hat is shown but not held against the run; without log_base_weight
+    the same heavy-tailed weights are a problem."""
+    rng = np.random.default_rng(seed(8))
+    lw = np.log(rng.pareto(1 / 1.5, size=20_000) + 1).reshape(4, -1)
+
+    def diagnosis(with_base_weight):
+        stats_ = {"log_weight": (("chain", "draw"), lw)}
+        if with_base_weight:
+            stats_["log_base_weight"] = (("chain", "draw"), np.zeros_like(lw))
+        return diagnose(DataTree.from_dict({"/sample_stats": xr.Dataset(stats_)}))
+
+    heavy, bounded = diagnosis(False), diagnosis(True)
+    assert heavy.checks.loc["pareto_khat", "value"] > 0.7 and not heavy.checks.loc["pareto_khat", "ok"]
+    assert any("heavy-tailed" in p for p in heavy.problems)
+    assert bounded.checks.loc["pareto_khat", "ok"]
+    assert not any("heavy-tailed" in p for p in bounded.problems)
+
+
 def test_diagnose_flags_divergences_and_says_where():
     """Any divergent transition is a problem, and the message gives the median beta of them."""
     beta = np.tile(np.linspace(0.01, 0.99, 100), (2, 1))

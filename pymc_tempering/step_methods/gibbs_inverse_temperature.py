@@ -249,6 +249,8 @@ def sample_gibbs_ct(
     log_zeta: float | None = None,
     bootstrap: int = 1,
     bootstrap_draws: int = 500,
+    target_accept: float | None = None,
+    max_extensions: int = 2,
     nuts_sampler: str | None = None,
     x_step: str = "nuts",
     **sample_kwargs,
@@ -270,6 +272,11 @@ def sample_gibbs_ct(
     bootstrap, bootstrap_draws : int
         Bootstrap rounds before the final run and their length, as in
         :func:`~pymc_tempering.sample_ct`.
+    target_accept : float, optional
+        Of the step method for ``x``; default 0.9 for NUTS (as in
+        :func:`~pymc_tempering.sample_ct`) and PyMC's 0.65 for HMC.
+    max_extensions : int
+        Self-extension budget, as in :func:`~pymc_tempering.sample_ct`.
     nuts_sampler : {None, "pymc"}
         Only PyMC's own sampler runs step methods; other values raise ``ValueError``.
     random_seed : int or Generator, optional
@@ -280,7 +287,7 @@ def sample_gibbs_ct(
     x_step : {"nuts", "hmc"}
         PyMC's step method for ``x`` given ``beta``.
     **sample_kwargs
-        Passed to :func:`pymc.sample` (``target_accept``, ``cores``, ...); not ``step``.
+        Passed to :func:`pymc.sample` (``cores``, ...); not ``step``.
 
     Returns
     -------
@@ -308,9 +315,8 @@ def sample_gibbs_ct(
         raise ValueError("sample_gibbs_ct chooses the step methods itself; do not pass step=.")
     draws, tune, chains = check_sampler_args(draws, tune, chains)
     target, base, log_zeta, seed = prepare_base(model, base, log_zeta, random_seed, progressbar)
-    step_kwargs = {}
-    if "target_accept" in sample_kwargs:
-        step_kwargs["target_accept"] = sample_kwargs.pop("target_accept")
+    if target_accept is None:
+        target_accept = 0.9 if x_step == "nuts" else 0.65  # PyMC's HMC default
     x_cls = pm.NUTS if x_step == "nuts" else pm.HamiltonianMC
     settings = {
         "nuts_sampler": "pymc",
@@ -319,12 +325,12 @@ def sample_gibbs_ct(
         **seed_attrs(random_seed),
     }
 
-    def run(base, log_zeta, draws, tune, seed):
+    def run(base, log_zeta, draws, tune, seed, target_accept):
         gibbs_model = gibbs_tempered_model(target.model, base, log_zeta)
         with gibbs_model:
             beta_step = GibbsInverseTemperature([gibbs_model[INVERSE_TEMPERATURE]])
             x_vars = [v for v in gibbs_model.value_vars if v.name != INVERSE_TEMPERATURE]
-            steps = [x_cls(x_vars, **step_kwargs), beta_step]
+            steps = [x_cls(x_vars, target_accept=target_accept), beta_step]
         sampled = pm.sample(
             draws,
             tune=tune,
@@ -346,5 +352,15 @@ def sample_gibbs_ct(
         )
 
     return run_with_bootstrap(
-        run, target, base, log_zeta, seed, bootstrap, bootstrap_draws, draws, tune
+        run,
+        target,
+        base,
+        log_zeta,
+        seed,
+        bootstrap,
+        bootstrap_draws,
+        draws,
+        tune,
+        target_accept,
+        max_extensions,
     )

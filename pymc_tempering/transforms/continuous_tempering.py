@@ -20,7 +20,15 @@ import xarray as xr
 from pymc.model import modelcontext
 from xarray import DataTree
 
-from pymc_tempering.base import Base, base_from_result, check_base, estimate_log_zeta, prepare_base
+from pymc_tempering.base import (
+    Base,
+    base_from_result,
+    check_base,
+    estimate_log_zeta,
+    prepare_base,
+    widen_base,
+)
+from pymc_tempering.diagnostics import MISSED_MASS_LIMIT, diagnose, missed_modes
 from pymc_tempering.estimators import ct_log_weights, kish_ess, log_marginal_likelihood_ct
 from pymc_tempering.results import (
     INVERSE_TEMPERATURE,
@@ -134,6 +142,8 @@ def sample_ct(
     log_zeta: float | None = None,
     bootstrap: int = 1,
     bootstrap_draws: int = 500,
+    target_accept: float = 0.9,
+    max_extensions: int = 2,
     nuts_sampler: str | None = None,
     **sample_kwargs,
 ):
@@ -174,6 +184,17 @@ def sample_ct(
         ELBO's bias on hierarchical models (28 nats on the radon linear-Gaussian model) and a
         base that covers the modes only roughly. ``0`` turns it off.
     bootstrap_draws : int
+    target_accept : float
+        NUTS's target acceptance rate. 0.9 rather than PyMC's 0.8: one step size serves the
+        whole path from the base to the target, and at 0.8 thin or curved targets diverged
+        (40 to 65 divergences in 4000 draws on the 2-D Gaussian shells, 9 to 11 at 0.9).
+    max_extensions : int
+        The budget of self-extension: how many times the final run may be repeated while
+        :func:`~pymc_tempering.diagnose` finds a problem, each time with what the problem asks
+        for (``target_accept`` halfway to 1 after divergences; the base widened to the optima
+        of its mode search that the run never came near; otherwise the base and ``log_zeta``
+        refitted to the run). Each repeat costs one more final run; the runs before the last
+        are recorded in the ``bootstrap`` group. ``0`` turns it off.
     nuts_sampler : {"pymc", "nutpie", "numpyro", "blackjax"}, optional
         Passed to :func:`pymc.sample`; ``None`` lets PyMC choose.
     random_seed : int or numpy.random.Generator, optional
@@ -206,6 +227,7 @@ def sample_ct(
     found. Read the warnings, or :func:`~pymc_tempering.diagnose`.
     """
     _check_bootstrap(bootstrap)
+    _check_extension_args(target_accept, max_extensions)
     draws, tune, chains = check_sampler_args(draws, tune, chains)
     target, base, log_zeta, seed = prepare_base(model, base, log_zeta, random_seed, progressbar)
     settings = {
@@ -214,12 +236,13 @@ def sample_ct(
         **seed_attrs(random_seed),
     }
 
-    def run(base, log_zeta, draws, tune, seed):
+    def run(base, log_zeta, draws, tune, seed, target_accept):
         sampled = pm.sample(
             draws,
             tune=tune,
             chains=chains,
             nuts_sampler=nuts_sampler,
+            target_accept=target_accept,
             random_seed=seed,
             progressbar=progressbar,
             model=continuously_tempered_model(target.model, base, log_zeta),
@@ -235,7 +258,17 @@ def sample_ct(
         )
 
     return run_with_bootstrap(
-        run, target, base, log_zeta, seed, bootstrap, bootstrap_draws, draws, tune
+        run,
+        target,
+        base,
+        log_zeta,
+        seed,
+        bootstrap,
+        bootstrap_draws,
+        draws,
+        tune,
+        target_accept,
+        max_extensions,
     )
 
 
@@ -244,51 +277,140 @@ def _check_bootstrap(bootstrap) -> None:
         raise ValueError(f"bootstrap must be a number of rounds >= 0, got {bootstrap!r}.")
 
 
-def run_with_bootstrap(run, target, base, log_zeta, seed, bootstrap, bootstrap_draws, draws, tune):
-    """Bootstrap rounds (section 6), the final run, and warnings from :func:`diagnose`.
+def _check_extension_args(target_accept, max_extensions) -> None:
+    if not 0 < target_accept < 1:
+        raise ValueError(f"target_accept must be in (0, 1), got {target_accept!r}.")
+    if not isinstance(max_extensions, int | np.integer) or max_extensions < 0:
+        raise ValueError(f"max_extensions must be a number of runs >= 0, got {max_extensions!r}.")
+
+
+def _both_ends(result) -> bool:
+    """Whether more than 1% of the draws have beta within 0.1 of 0, and of 1."""
+    beta = result["posterior"][INVERSE_TEMPERATURE].values
+    return bool(np.mean(beta < 0.1) > 0.01 and np.mean(beta > 0.9) > 0.01)
+
+
+def _record(result, kind, log_zeta, target_accept, refit) -> dict:
+    stats_ = result["sample_stats"]
+    return {
+        "kind": kind,
+        "target_accept": float(target_accept),
+        "log_zeta": float(log_zeta),
+        "log_marginal_likelihood": result.attrs["log_marginal_likelihood"],
+        "log_marginal_likelihood_se": result.attrs["log_marginal_likelihood_se"],
+        "ess_weights": kish_ess(stats_["log_weight"].values),
+        "base_refit": bool(refit),
+        "visited_both_ends": _both_ends(result),
+        "divergences": int(stats_["diverging"].sum()) if "diverging" in stats_ else 0,
+    }
+
+
+def _missed(result, base):
+    """Which optima of the base's mode search the result missed, or None when none was."""
+    if base.modes is None or "mode_point" not in result["base"]:
+        return None
+    missed, mass = missed_modes(result)
+    return missed if mass >= MISSED_MASS_LIMIT else None
+
+
+def _refit(target, result, base, zeta_seed):
+    """A bootstrap round's update: the base refitted to the result's weighted moments when
+    they are worth ``2 * ndim + 10`` draws, and the next ``log_zeta``: the result's estimate
+    when it saw both ends of beta (eq. 20 compares them), else an importance-sampling estimate
+    from the (refitted) base."""
+    refit = kish_ess(result["sample_stats"]["log_weight"].values) >= 2 * target.ndim + 10
+    if refit:
+        base = base_from_result(result, target.model, previous=base)
+    if _both_ends(result):
+        log_zeta = result.attrs["log_marginal_likelihood"]
+    else:
+        log_zeta = estimate_log_zeta(target, base, random_seed=zeta_seed)
+    return base, log_zeta, refit
+
+
+def _widen(target, base, log_zeta, missed, zeta_seed):
+    """The base widened to the missed optima; the run's estimate lacks their mass, which the
+    widened base's importance-sampling estimate may see."""
+    base = widen_base(base, missed)
+    return base, max(log_zeta, estimate_log_zeta(target, base, random_seed=zeta_seed))
+
+
+def run_with_bootstrap(
+    run,
+    target,
+    base,
+    log_zeta,
+    seed,
+    bootstrap,
+    bootstrap_draws,
+    draws,
+    tune,
+    target_accept=0.9,
+    max_extensions=2,
+):
+    """Bootstrap rounds (section 6), the final run, its extensions, and warnings from :func:`diagnose`.
 
     Shared by the continuous tempering samplers (joint and Gibbs): ``run(base, log_zeta, draws,
-    tune, seed)`` samples once and returns a result (:func:`ct_result`). Each round refits the
-    base to the round's weighted moments (when its weights are worth at least
-    ``2 * ndim + 10`` draws) and sets ``log_zeta`` to the round's estimate, or, when the round
-    did not visit both ends of beta (more than 1% of draws within 0.1 of 0 and of 1), to an
-    importance-sampling estimate from the refitted base; the rounds are recorded in the final
-    result's ``bootstrap`` group.
+    tune, seed, target_accept)`` samples once and returns a result (:func:`ct_result`).
+
+    Each bootstrap round refits the base to the round's weighted moments (when its weights are
+    worth at least ``2 * ndim + 10`` draws) and sets ``log_zeta`` to the round's estimate, or,
+    when the round did not visit both ends of beta (more than 1% of draws within 0.1 of 0 and
+    of 1), to an importance-sampling estimate from the refitted base; when the round missed
+    optima of the base's mode search (:func:`~pymc_tempering.diagnostics.missed_modes`), the
+    base is then widened to them (:func:`~pymc_tempering.base.widen_base`).
+
+    Then, up to ``max_extensions`` times, while :func:`diagnose` finds a problem in the final
+    run, the run is repeated with what the problem asks for: ``target_accept`` halfway to 1
+    after divergences; the base widened to the missed optima after a missed mode; otherwise
+    (the base's moments not reproduced, chains that disagree, an end of beta not reached) the
+    base and ``log_zeta`` refitted to the run, as in a bootstrap round. Every run before the
+    last is recorded in the result's ``bootstrap`` group, whose ``kind`` says which and why.
     """
     _check_bootstrap(bootstrap)
+    _check_extension_args(target_accept, max_extensions)
     *seeds, final_seed = split_seed(seed, 2 * int(bootstrap) + 1)
     rounds = []
     for round_seed, zeta_seed in zip(seeds[::2], seeds[1::2], strict=True):
-        result = run(base, log_zeta, bootstrap_draws, bootstrap_draws, round_seed)
-        ess = kish_ess(result["sample_stats"]["log_weight"].values)
-        refit = ess >= 2 * target.ndim + 10
-        beta = result["posterior"][INVERSE_TEMPERATURE].values
-        both_ends = np.mean(beta < 0.1) > 0.01 and np.mean(beta > 0.9) > 0.01
-        rounds.append(
-            {
-                "log_zeta": log_zeta,
-                "log_marginal_likelihood": result.attrs["log_marginal_likelihood"],
-                "log_marginal_likelihood_se": result.attrs["log_marginal_likelihood_se"],
-                "ess_weights": ess,
-                "base_refit": refit,
-                "visited_both_ends": both_ends,
-            }
-        )
-        if refit:
-            base = base_from_result(result, target.model, previous=base)
-        # The round's estimate is only trustworthy when it saw both ends of beta (eq. 20
-        # compares them); otherwise estimate log zeta afresh by importance sampling from the
-        # (refitted) base.
-        if both_ends:
-            log_zeta = result.attrs["log_marginal_likelihood"]
-        else:
-            log_zeta = estimate_log_zeta(target, base, random_seed=zeta_seed)
-    result = run(base, log_zeta, draws, tune, final_seed)
+        result = run(base, log_zeta, bootstrap_draws, bootstrap_draws, round_seed, target_accept)
+        missed = _missed(result, base)
+        old_zeta = log_zeta
+        base, log_zeta, refit = _refit(target, result, base, zeta_seed)
+        rounds.append(_record(result, "bootstrap", old_zeta, target_accept, refit))
+        if missed is not None:
+            base, log_zeta = _widen(target, base, log_zeta, missed, zeta_seed)
+    run_seed, *extension_seeds = split_seed(final_seed, 2 * int(max_extensions) + 1)
+    result = run(base, log_zeta, draws, tune, run_seed, target_accept)
+    for run_seed, zeta_seed in zip(extension_seeds[::2], extension_seeds[1::2], strict=True):
+        checks = diagnose(result).checks
+        if checks.empty or checks["ok"].all():
+            break
+        failed = set(checks.index[~checks["ok"]])
+        record = {"log_zeta": log_zeta, "target_accept": target_accept, "refit": False}
+        reasons = []
+        if "divergences" in failed:
+            target_accept = 1 - (1 - target_accept) / 2
+            reasons.append("divergences")
+        missed = _missed(result, base)
+        others = failed - {"divergences", "pareto_khat", "missed_mode_mass"}
+        if missed is not None:
+            base, log_zeta = _widen(target, base, log_zeta, missed, zeta_seed)
+            reasons.append("a missed mode")
+        elif others:
+            base, log_zeta, record["refit"] = _refit(target, result, base, zeta_seed)
+            reasons.append("failed checks (" + ", ".join(sorted(others)) + "): refit")
+        if not reasons:
+            break
+        kind = "extension after " + " and ".join(reasons)
+        rounds.append(_record(result, kind, **record))
+        result = run(base, log_zeta, draws, tune, run_seed, target_accept)
     if rounds:
         result["bootstrap"] = DataTree(
             xr.Dataset({k: ("round", [r[k] for r in rounds]) for k in rounds[0]})
         )
-    result.attrs["bootstrap"] = len(rounds)
+    result.attrs["bootstrap"] = int(bootstrap)
+    result.attrs["extensions"] = len(rounds) - int(bootstrap)
+    result.attrs["target_accept"] = float(target_accept)
     warn_problems(result, stacklevel=4)
     return result
 
@@ -310,5 +432,5 @@ def ct_result(sampled, target: Target, base: Base, log_zeta: float, *, method: s
         log_marginal_likelihood=log_marginal_likelihood_ct(delta, log_zeta),
         attrs={"log_zeta": float(log_zeta), "base_method": base.method, **attrs},
         extra_stats={"log_base_weight": log_w0},
-        extra_groups={"base": base_group(target, base.mean, np.diag(base.cov))},
+        extra_groups={"base": base_group(target, base.mean, np.diag(base.cov), base.modes)},
     )

@@ -1,0 +1,133 @@
+"""The mode search of the default base, the missed-mode check, and runs that extend themselves.
+
+Issue 21: a base fitted around some modes of the target gives the others vanishing density along
+the whole tempered path, every chain agrees and the evidence comes out confidently low. The mode
+search (optimisations from prior draws) finds the modes independently of the sampler; the check
+compares the run's weighted draws with them; the run widens its base to what it missed.
+"""
+
+import numpy as np
+import pymc as pm
+import pytest
+from checks import assert_within_se, seed
+
+import pymc_tempering as pmt
+from pymc_tempering.base import find_modes
+from pymc_tempering.diagnostics import missed_modes
+from pymc_tempering.target import Target
+
+SEP = 8.0  # the two modes at -SEP and +SEP, unit sd: a valley of 32 nats between them
+
+
+def two_modes(weight_right: float = 0.5) -> pm.Model:
+    """A normalised 1-D mixture of N(-8, 1) and N(8, 1): log Z = 0 exactly."""
+    with pm.Model() as model:
+        pm.Mixture(
+            "x",
+            w=np.array([1 - weight_right, weight_right]),
+            comp_dists=[pm.Normal.dist(-SEP, 1.0), pm.Normal.dist(SEP, 1.0)],
+        )
+    return model
+
+
+def test_find_modes_finds_both_modes_with_their_laplace_masses():
+    modes = find_modes(Target(two_modes(0.25)), random_seed=seed(80))
+    assert len(modes) == 2
+    order = np.argsort(modes.points[:, 0])
+    np.testing.assert_allclose(modes.points[order, 0], [-SEP, SEP], atol=1e-3)
+    # Each mode is the Gaussian component to within exp(-32): Laplace is exact for it.
+    np.testing.assert_allclose(modes.probabilities[order], [0.75, 0.25], atol=1e-6)
+    np.testing.assert_allclose(modes.cov[order, 0, 0], [1.0, 1.0], rtol=1e-3)
+
+
+def test_find_modes_needs_a_prior_to_draw_from():
+    with pm.Model() as model:
+        pm.Flat("x")
+        pm.Potential("p", -0.5 * model["x"] ** 2)
+    assert find_modes(Target(model), random_seed=seed(81)) is None
+
+
+def test_default_base_starts_a_fit_on_each_mode():
+    with two_modes():
+        base = pmt.fit_base(method="mixture", random_seed=seed(82), progressbar=False)
+    assert len(base.components) == 2 and len(base.modes) == 2
+    np.testing.assert_allclose(np.sort([c.mean[0] for c in base.components]), [-SEP, SEP], atol=0.1)
+
+
+def _one_mode_run(max_extensions, random_seed):
+    """sample_ct with a base on the left mode only, carrying the mode search's optima."""
+    model = two_modes()
+    modes = find_modes(Target(model), random_seed=random_seed)
+    base = pmt.Base(mean=[-SEP], cov=[[1.0]], modes=modes)
+    with model:
+        return pmt.sample_ct(
+            draws=500,
+            tune=500,
+            chains=2,
+            base=base,
+            log_zeta=-np.log(2.0),
+            bootstrap=0,
+            max_extensions=max_extensions,
+            random_seed=random_seed,
+            progressbar=False,
+        )
+
+
+@pytest.fixture(scope="module")
+def one_mode_run():
+    with pytest.warns(UserWarning, match="missed a mode"):
+        return _one_mode_run(0, seed(83))
+
+
+def test_missed_mode_fires_when_the_base_sees_one_of_two_modes(one_mode_run):
+    # The base N(-8, 1) puts the right mode 16 sd away, behind a valley of 32 nats: no draw at
+    # any temperature reaches it.
+    missed, mass = missed_modes(one_mode_run)
+    assert missed.sum() == 1 and mass == pytest.approx(0.5, abs=1e-6)
+    lml = pmt.log_marginal_likelihood(one_mode_run)
+    assert not lml.reliable
+    assert any("missed a mode" in p for p in lml.problems)
+    # ... which is exactly the confidently wrong answer it guards against: log 2 low.
+    assert abs(lml.estimate + np.log(2.0)) < 4 * lml.standard_error + 0.05
+
+
+def test_missed_mode_quiet_when_the_base_covers_both_modes():
+    model = two_modes()
+    modes = find_modes(Target(model), random_seed=seed(84))
+    base = pmt.Base(mean=[0.0], cov=[[SEP**2 + 1.0]], modes=modes)
+    with model:
+        idata = pmt.sample_ct(
+            draws=500, tune=500, chains=2, base=base, bootstrap=0, max_extensions=0,
+            random_seed=seed(85), progressbar=False,
+        )
+    checks = pmt.diagnose(idata).checks
+    assert checks.loc["missed_mode_mass", "ok"]
+    assert checks.loc["missed_mode_mass", "value"] == 0.0
+
+
+def test_run_widens_its_base_to_a_missed_mode_and_gets_the_evidence():
+    idata = _one_mode_run(1, seed(86))
+    kinds = list(idata["bootstrap"]["kind"].values)
+    assert kinds == ["extension after a missed mode"]
+    assert idata.attrs["extensions"] == 1
+    lml = pmt.log_marginal_likelihood(idata)
+    assert pmt.diagnose(idata).checks.loc["missed_mode_mass", "ok"]
+    assert_within_se(lml.estimate, 0.0, lml.standard_error, what="log Z after widening")
+
+
+def test_run_raises_target_accept_after_divergences():
+    """A wall in the log density (a drop of 1e4 nats at |x| = 2) makes NUTS diverge whenever a
+    trajectory at beta > 0 crosses it; the run is repeated halfway closer to an acceptance of 1,
+    and the bootstrap group records why."""
+    with pm.Model():
+        x = pm.Normal("x", 0.0, 3.0)
+        pm.Potential("wall", pm.math.switch(abs(x) < 2.0, 0.0, -1e4))
+        idata = pmt.sample_ct(
+            draws=300, tune=300, chains=2, bootstrap=0, max_extensions=1,
+            random_seed=seed(87), progressbar=False,
+        )
+    first = idata["bootstrap"].to_dataset().isel(round=0)
+    assert first["divergences"] > 0
+    assert "divergences" in str(first["kind"].values)
+    assert float(first["target_accept"]) == 0.9
+    assert idata.attrs["target_accept"] == pytest.approx(0.95)
