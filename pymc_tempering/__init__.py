@@ -15,9 +15,11 @@ from pymc_tempering.diagnostics import Diagnosis, diagnose
 from pymc_tempering.base import (
     Base,
     MixtureBase,
+    Modes,
     PriorDensity,
     base_from_result,
     estimate_log_zeta,
+    find_modes,
     fit_base,
 )
 from pymc_tempering.plots import plot_inverse_temperature, plot_joint, plot_log_marginal_likelihood
@@ -45,6 +47,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Base",
     "MixtureBase",
+    "Modes",
     "PriorDensity",
     "Diagnosis",
     "DivergenceError",
@@ -60,6 +63,7 @@ __all__ = [
     "continuously_tempered_model",
     "estimate_log_zeta",
     "fit_base",
+    "find_modes",
     "log_marginal_likelihood",
     "resample",
     "sample_ct",

@@ -421,15 +421,21 @@ def fit_base(
     method : {"advi", "fullrank_advi", "mixture", "prior"}
         - ``"advi"`` (mean-field) and ``"fullrank_advi"`` run :func:`pymc.fit`; ``log_zeta`` is
           the ELBO averaged over the last 10% of the iterations.
-        - ``"mixture"`` (section 6 of the CT paper): ``n_fits`` mean-field ADVI runs from
-          dispersed starts (prior draws, or, where the prior cannot be drawn, points spread
-          around a first fit at three of its standard deviations), duplicates dropped (fits on
-          one mode: means within one standard deviation in every coordinate, or no dip of the
-          log density deeper than 5 nats on the segment between them), kept as the
-          true mixture of eq. (25) weighted by their ELBOs (a :class:`MixtureBase`: exact log
-          density and draws); ``log_zeta`` is eq. (25)'s ``log sum exp(ELBO_i)``. It covers
-          the modes the fits found; :meth:`MixtureBase.gaussian` is the defensive Gaussian that
-          continuous tempering runs with.
+        - ``"mixture"`` (section 6 of the CT paper): a mode search first
+          (:func:`find_modes`: L-BFGS from prior draws, the distinct converged maxima with
+          their Laplace masses); then mean-field ADVI runs from the ``n_fits`` most dispersed
+          optima (one run when it found one), the other optima joining as their Laplace
+          Gaussians. Where the search finds nothing (no prior to draw from, or no run
+          converged), ``n_fits`` ADVI runs start from dispersed prior draws (or, where the
+          prior cannot be drawn, from points spread around a first fit at three of its
+          standard deviations), and fits of one mode are dropped as duplicates (means within
+          one standard deviation in every coordinate, or no dip of the log density deeper
+          than 5 nats on the segment between them). The components are kept as the true
+          mixture of eq. (25), weighted by their ELBOs and Laplace masses (a
+          :class:`MixtureBase`: exact log density and draws, carrying the optima as
+          ``modes``); ``log_zeta`` is eq. (25)'s ``log sum exp(ELBO_i)``.
+          :meth:`MixtureBase.gaussian` is the defensive Gaussian that continuous tempering
+          runs with.
         - ``"prior"`` moment-matches a Gaussian to ``n`` draws of the prior on the unconstrained
           space (wide, so it covers modes that a variational fit misses; potentials are not part
           of the prior and are ignored); its ``log_zeta`` is left unset.
@@ -438,7 +444,7 @@ def fit_base(
     random_seed : int, optional
     progressbar : bool
     n_fits : int
-        Number of ADVI runs for ``"mixture"``.
+        Most ADVI runs for ``"mixture"``.
     prior_weight : float
         Weight of the model's prior as a component of ``"mixture"`` (a defensive mixture,
         Hesterberg 1995), in [0, 1); it needs a proper prior that can be drawn from. Off by

@@ -7,7 +7,7 @@ import numpy as np
 import pymc as pm
 import pytest
 import xarray as xr
-from checks import seed
+from checks import assert_within_se, seed
 from scipy import stats
 from scipy.special import logsumexp
 from xarray import DataTree
@@ -156,7 +156,24 @@ def test_tiny_run_far_from_the_base_is_unreliable():
     base sits 40 posterior sd from the target, so no draw of a 2 x 100 run bridges the two."""
     from targets import conjugate_normal
 
-    model, _, post_mean, post_sd = conjugate_normal()
+    model, log_z, post_mean, post_sd = conjugate_normal()
+    base = pmt.Base.from_moments([post_mean + 40 * post_sd], [[post_sd**2]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = pmt.sample_ct(
+            100, 100, 2, model=model, base=base, bootstrap=0, max_extensions=0,
+            random_seed=seed(41), progressbar=False,
+        )
+    lml = pmt.log_marginal_likelihood(idata)
+    assert not lml.reliable and lml.problems
+
+
+def test_tiny_run_far_from_the_base_extends_itself_until_its_checks_pass():
+    """The same run with the default self-extension: the failed checks make it refit the base
+    to its own draws and run again, which is then right, says so, and records why."""
+    from targets import conjugate_normal
+
+    model, log_z, post_mean, post_sd = conjugate_normal()
     base = pmt.Base.from_moments([post_mean + 40 * post_sd], [[post_sd**2]])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -165,7 +182,10 @@ def test_tiny_run_far_from_the_base_is_unreliable():
             progressbar=False,
         )
     lml = pmt.log_marginal_likelihood(idata)
-    assert not lml.reliable and lml.problems
+    assert idata.attrs["extensions"] >= 1
+    assert "refit" in str(idata["bootstrap"]["kind"].values[0])
+    if lml.reliable:
+        assert_within_se(lml.estimate, log_z, lml.standard_error, what="log Z after extension")
 
 
 def test_improper_model_samples_but_has_no_evidence():
