@@ -28,10 +28,10 @@ import xarray as xr
 from pymc.model import modelcontext
 
 from pymc_tempering.driver import constrained_draws, driver_result, run_kernel
-from pymc_tempering.kernels import exchange, thermostats
+from pymc_tempering.kernels import Info, exchange, thermostats
 from pymc_tempering.kernels.exchange import CORRECTION_SD, temperature_ladder
 from pymc_tempering.kernels.thermostats import TACTSettings
-from pymc_tempering.sampling import check_sampler_args, split_seed
+from pymc_tempering.sampling import DivergenceError, check_sampler_args, split_seed
 from pymc_tempering.target import Target
 
 __all__ = ["minibatch_exchange_energies", "sample_replica_exchange"]
@@ -80,11 +80,13 @@ def _has_minibatch(model) -> bool:
 
 class _Loop(NamedTuple):
     """The driver's state: every replica's dynamics ``(chains * R, ...)``, the exchange
-    bookkeeping, and the steps taken so far (warm-up included)."""
+    bookkeeping, the steps taken so far (warm-up included) and the diagonal preconditioner:
+    the dynamics run on ``u = theta / scale`` (all ones for an explicit ``step_size``)."""
 
     dynamics: thermostats.TACTState
     exchange: exchange.ExchangeState
     n_steps: int
+    scale: np.ndarray
 
 
 class _Plan(NamedTuple):
@@ -101,37 +103,105 @@ class _Plan(NamedTuple):
     resample_momenta: bool
 
 
-def _iteration(plan: _Plan):
+def _iteration(plan: _Plan, phase=None):
     """One loop iteration: ``steps_per_sample`` kernel steps, an exchange round every
-    ``exchange_every`` steps (counted from the start), then the momentum refresh."""
+    ``exchange_every`` steps (counted from the start), then the momentum refresh.
+
+    With the ``"auto"`` warm-up (``phase`` a dict), a blow-up during the warm-up is undone: the
+    iteration's start is kept, the preconditioner halved (the steps with it) and the blow-up
+    counted; after the warm-up, or after ``MAX_WARMUP_BLOWUPS``, it raises.
+    """
     n_rep = plan.betas.size
 
     def iterate(loop: _Loop, settings: TACTSettings, rng: np.random.Generator):
-        state, ex, n_steps = loop
-        for _ in range(plan.steps_per_sample):
-            n_steps += 1
-            state, info = thermostats.step(
-                state, settings, plan.logp_and_grad, rng,
-                where=f"Replica exchange diverged at step {n_steps}", remedy="reduce step_size",
-            )
-            if n_steps % plan.exchange_every == 0:
-                theta = state.theta.reshape(plan.chains, n_rep, -1)
-                ex, swapped = exchange.step(
-                    ex, theta, plan.betas, plan.energies, plan.exchange_rng,
-                    corrected=plan.corrected,
+        state, ex, n_steps, scale = loop
+        evaluate = thermostats.whitened(plan.logp_and_grad, scale)
+        if np.all(scale == 1.0):
+            energies = plan.energies
+        else:
+
+            def energies(u):
+                return plan.energies(u * scale)
+
+        try:
+            for _ in range(plan.steps_per_sample):
+                n_steps += 1
+                state, info = thermostats.step(
+                    state, settings, evaluate, rng,
+                    where=f"Replica exchange diverged at step {n_steps}",
+                    remedy="reduce step_size or lengthen the warm-up (tune)",
                 )
-                if swapped is not theta:
-                    state = state._replace(theta=swapped.reshape(state.theta.shape))
+                if n_steps % plan.exchange_every == 0:
+                    theta = state.theta.reshape(plan.chains, n_rep, -1)
+                    ex, swapped = exchange.step(
+                        ex, theta, plan.betas, energies, plan.exchange_rng,
+                        corrected=plan.corrected,
+                    )
+                    if swapped is not theta:
+                        state = state._replace(theta=swapped.reshape(state.theta.shape))
+        except DivergenceError as err:
+            if phase is None or not phase["warm"]:
+                raise
+            phase["blowups"] += 1
+            if phase["blowups"] > thermostats.MAX_WARMUP_BLOWUPS:
+                raise DivergenceError(
+                    f"{err} The warm-up halved the step {thermostats.MAX_WARMUP_BLOWUPS} times "
+                    "after blow-ups and still diverges: check the model for regions where its "
+                    "log density is not finite, or pass a smaller step_size."
+                ) from err
+            phase["last_error"] = str(err)
+            state = thermostats.rescale(
+                loop.dynamics, settings, scale, 0.5 * scale, rng, tempering=False
+            )
+            n = state.theta.shape[0]
+            nan = np.full(n, np.nan)
+            return _Loop(state, ex, n_steps, 0.5 * scale), Info(nan, np.ones(n, bool), nan)
         if plan.resample_momenta:
             state = thermostats.refresh_momenta(state, settings, rng, tempering=False)
-        return _Loop(state, ex, n_steps), info
+        return _Loop(state, ex, n_steps, scale), info
 
     return iterate
 
 
+def _warmup(plan: _Plan, tune: int, rng: np.random.Generator, phase):
+    """The ``step_size="auto"`` warm-up (as TACT-HMC's, on the ``T = 1`` replicas).
+
+    After every warm-up iteration the positions of each ladder's ``T = 1`` replica are added to
+    running sums; at the ends of the windows :data:`~pymc_tempering.kernels.thermostats.
+    WINDOW_ENDS` the scale becomes their within-chain standard deviation, capped by the
+    stability limits (curvature and minibatch gradient noise) measured at those replicas, and
+    every replica moves to it. ``phase["warm"]`` turns False after the last warm-up iteration.
+    """
+    ends = thermostats.window_ends(tune)
+    n_rep = plan.betas.size
+
+    def warmup(loop: _Loop, info, settings: TACTSettings, it: int):
+        state, ex, n_steps, scale = loop
+        cold = (state.theta.reshape(plan.chains, n_rep, -1)[:, 0]) * scale
+        if phase["spread"] is None:
+            phase["spread"] = thermostats.spread_empty(*cold.shape)
+        phase["spread"] = thermostats.spread_add(
+            phase["spread"], cold, np.ones(plan.chains, bool)
+        )
+        if it in ends:
+            grad_var, _ = thermostats.gradient_noise(plan.logp_and_grad, cold)
+            curvature = thermostats.curvature_at(plan.logp_and_grad, cold, scale)
+            new_scale = thermostats.adapted_scale(
+                phase["spread"], scale, curvature, grad_var, settings.eta_theta
+            )
+            phase["spread"] = None
+            state = thermostats.rescale(state, settings, scale, new_scale, rng, tempering=False)
+            loop = _Loop(state, ex, n_steps, new_scale)
+        if it == tune - 1:
+            phase["warm"] = False
+        return loop, settings
+
+    return warmup
+
+
 def _record(chains: int, n_rep: int):
     def record(loop: _Loop, info) -> dict:
-        theta = loop.dynamics.theta
+        theta = loop.dynamics.theta * loop.scale
         return {
             "x": theta.reshape(chains, n_rep, theta.shape[-1]),
             "energy": info.energy.reshape(chains, n_rep),
@@ -281,6 +351,7 @@ def _result(target, trace, ladder, attrs, random_seed):
     groups = {
         "replicas": _replica_group(target, x, energy, ladder),
         "replica_exchange": _exchange_group(ex, ladder),
+        "warmup": xr.Dataset({"preconditioner_scale": ("flat", trace.state.scale)}),
     }
     return driver_result(
         target, x[:, :, 0], method="replica_exchange", sample_stats=stats,
@@ -301,7 +372,7 @@ def sample_replica_exchange(
     ladder=None,
     exchange_every: int = 10,
     minibatch: bool | str = "auto",
-    step_size: float = 0.01,
+    step_size: float | str = "auto",
     noise: float = 0.05,
     thermal_inertia: float = 1.0,
     thermostat: bool = True,
@@ -342,10 +413,19 @@ def sample_replica_exchange(
     minibatch : bool or "auto"
         Use the corrected test with noise estimated from the minibatch (True) or the Metropolis
         test (False). ``"auto"``: True when an observed variable uses ``pm.Minibatch``.
-    step_size, noise, thermal_inertia : float
-        ``eta = dt^2 / m`` of the parameters (moves of about ``sqrt(eta)`` per step); level
-        ``c`` of the injected noise ``N(0, 2 c eta)`` (the friction the thermostats settle at);
-        ``gamma`` of the thermostats.
+    step_size : "auto" or float
+        ``eta = dt^2 / m`` of the parameters (moves of about ``sqrt(eta)`` per step).
+        ``"auto"`` (default): the warm-up adapts a diagonal mass matrix as in
+        :func:`~pymc_tempering.sample_tact` (the dynamics run on ``u = theta / scale``; the
+        scale starts at ``1 / sqrt(|curvature|)`` at the model's initial point, and at the end
+        of each warm-up window becomes the within-chain spread of the ``T = 1`` replicas,
+        capped by the curvature and the minibatch gradient noise measured there), ``eta`` is
+        0.01 in those units, ``jitter`` is in those units, and a blow-up during the warm-up
+        repeats the iteration with the scale halved (with a warning). A number is used as it
+        is, in the model's units, with no preconditioner.
+    noise, thermal_inertia : float
+        Level ``c`` of the injected noise ``N(0, 2 c eta)`` (the friction the thermostats settle
+        at); ``gamma`` of the thermostats.
     thermostat : bool
         Adaptive Nosé-Hoover thermostats (True) or constant friction ``noise`` (False).
     steps_per_sample : int
@@ -357,6 +437,8 @@ def sample_replica_exchange(
         Flat unconstrained starting points (the second form is used for every replica); default
         the model's initial point plus uniform ``jitter`` (half-width).
     jitter : float
+        Half-width of the uniform jitter of the default starting points (model units for an
+        explicit ``step_size``, the starting preconditioner's units for ``"auto"``).
 
     Returns
     -------
@@ -376,16 +458,22 @@ def sample_replica_exchange(
     ValueError
         Discrete free variables, a bad ladder, ``exchange_every < 1`` or other bad settings.
     DivergenceError
-        When the dynamics diverge (reduce ``step_size``).
+        When the dynamics diverge (non-finite position or energy) after the warm-up, or during
+        it with an explicit ``step_size`` or after ``MAX_WARMUP_BLOWUPS`` halvings; the message
+        names the step.
     """
     draws, tune, chains = check_sampler_args(draws, tune, chains)
     ladder = _ladder(n_temperatures, ladder, max_temperature)
-    _check_options(exchange_every, step_size, thermal_inertia, noise, minibatch, steps_per_sample)
+    auto = isinstance(step_size, str)
+    if auto and step_size != "auto":
+        raise ValueError(f"step_size must be 'auto' or a positive number, got {step_size!r}.")
+    _check_options(exchange_every, 1.0 if auto else step_size, thermal_inertia, noise, minibatch,
+                   steps_per_sample)
     target = Target(modelcontext(model))  # refuses discrete models
     corrected = _use_corrected(target.model, minibatch)
     n_rep = ladder.size
     settings = TACTSettings(
-        eta_theta=float(step_size), eta_xi=1.0, c_theta=float(noise), c_xi=0.0,
+        eta_theta=thermostats.AUTO_STEP_SIZE if auto else float(step_size), eta_xi=1.0, c_theta=float(noise), c_xi=0.0,
         gamma_theta=float(thermal_inertia), gamma_xi=1.0, thermostat=bool(thermostat),
         tempering=False, inverse_temperature=np.tile(1.0 / ladder, chains),
     )
@@ -393,19 +481,44 @@ def sample_replica_exchange(
     rng = np.random.default_rng(seeds[1])
     steps = (int(steps_per_sample), int(exchange_every))
     plan = _plan(target, ladder, chains, corrected, seeds, steps, resample_momenta)
-    start = _initial_points(target, initial_points, jitter, (chains, n_rep, target.ndim), seeds[0])
-    state = _Loop(thermostats.init(start, settings, rng), exchange.init(chains, n_rep), 0)
+    shape = (chains, n_rep, target.ndim)
+    scale = np.ones(target.ndim)
+    if auto:
+        scale, start = thermostats.start_preconditioner(
+            plan.logp_and_grad, target.ravel(target.model.initial_point()), jitter, shape,
+            np.random.default_rng(seeds[0]), initial_points,
+        )
+        start = _initial_points(target, start, jitter, shape, seeds[0])
+    else:
+        start = _initial_points(target, initial_points, jitter, shape, seeds[0])
+    phase = {"warm": tune > 0, "blowups": 0, "spread": None} if auto else None
+    if auto:  # see TACTSettings.max_friction
+        settings = settings._replace(max_friction=1.0)
+    warmup_rng = np.random.default_rng(rng.integers(2**63)) if auto else None
+    state = _Loop(
+        thermostats.init(start / scale, settings, rng), exchange.init(chains, n_rep), 0, scale
+    )
     label = "corrected" if corrected else "Metropolis"
     trace = run_kernel(
-        _iteration(plan), state, settings, draws=draws, tune=tune, chains=chains, rng=rng,
-        record=_record(chains, n_rep), progressbar=progressbar,
+        _iteration(plan, phase), state, settings, draws=draws, tune=tune, chains=chains,
+        rng=rng, record=_record(chains, n_rep), progressbar=progressbar,
+        warmup=_warmup(plan, tune, warmup_rng, phase) if auto else None,
         description=f"Replica exchange ({n_rep} replicas, {label} test)",
     )
+    blowups = phase["blowups"] if auto else 0
+    if blowups:
+        warnings.warn(
+            f"Replica exchange blew up {blowups} times during the warm-up (last: "
+            f"{phase['last_error']}); each time the warm-up repeated the iteration with a "
+            "preconditioner (so a step) half as wide. The draws come after the warm-up.",
+            UserWarning, stacklevel=2,
+        )
     attrs = {
         "n_replicas": int(n_rep), "max_temperature": float(ladder[-1]),
         "exchange_every": steps[1], "correction_sd": CORRECTION_SD,
         "exchange_test": "corrected_logistic" if corrected else "metropolis",
-        "step_size": float(step_size), "noise": float(noise),
+        "step_size": float(trace.params.eta_theta), "noise": float(noise),
+        "step_size_mode": "auto" if auto else "fixed", "warmup_blowups": blowups,
         "thermal_inertia": float(thermal_inertia), "thermostat": int(bool(thermostat)),
         "steps_per_sample": steps[0], "tune": tune,
     }

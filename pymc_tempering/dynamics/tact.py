@@ -10,6 +10,7 @@ chain's state is kept as a draw when its effective temperature ``1 / lambda(xi)`
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -21,7 +22,7 @@ from pymc.model import modelcontext
 from pymc_tempering.driver import driver_result, run_kernel
 from pymc_tempering.kernels import thermostats
 from pymc_tempering.kernels.thermostats import TACTSettings, coupling
-from pymc_tempering.sampling import check_sampler_args, split_seed
+from pymc_tempering.sampling import DivergenceError, check_sampler_args, split_seed
 from pymc_tempering.target import Target
 
 __all__ = ["VARIANTS", "sample_tact"]
@@ -47,10 +48,13 @@ STATS = (
 
 
 class _Loop(NamedTuple):
-    """The driver's state: the chains' dynamics and the steps taken so far (warm-up included)."""
+    """The driver's state: the chains' dynamics, the steps taken so far (warm-up included) and
+    the diagonal preconditioner: the dynamics run on ``u = theta / scale`` (all ones for an
+    explicit ``step_size``)."""
 
     dynamics: thermostats.TACTState
     n_steps: int
+    scale: np.ndarray
 
 
 class _Info(NamedTuple):
@@ -78,26 +82,90 @@ def _noisy(logp_and_grad, energy_sd, gradient_sd, rng):
     return noisy
 
 
-def _iteration(logp_and_grad, steps_per_sample: int, resample_momenta: bool, callback):
-    """One loop iteration: ``steps_per_sample`` kernel steps, then the momentum refresh."""
+def _iteration(logp_and_grad, steps_per_sample: int, resample_momenta: bool, callback, phase):
+    """One loop iteration: ``steps_per_sample`` kernel steps, then the momentum refresh.
+
+    With the ``"auto"`` warm-up (``phase`` a dict), a blow-up during the warm-up is undone: the
+    iteration's start is kept, the preconditioner halved (the steps with it) and the blow-up
+    counted; after the warm-up, or after ``MAX_WARMUP_BLOWUPS``, it raises.
+    """
 
     def iterate(loop: _Loop, settings: TACTSettings, rng: np.random.Generator):
-        state, n_steps = loop
-        for _ in range(steps_per_sample):
-            if callback is not None:
-                callback(n_steps)
-            n_steps += 1
-            state, info = thermostats.step(
-                state, settings, logp_and_grad, rng,
-                where=f"TACT-HMC diverged at step {n_steps}",
-                remedy="reduce step_size or raise noise",
+        state, n_steps, scale = loop
+        evaluate = thermostats.whitened(logp_and_grad, scale)
+        try:
+            for _ in range(steps_per_sample):
+                if callback is not None:
+                    callback(n_steps)
+                n_steps += 1
+                state, info = thermostats.step(
+                    state, settings, evaluate, rng,
+                    where=f"TACT-HMC diverged at step {n_steps}",
+                    remedy="reduce step_size, raise noise or lengthen the warm-up (tune)",
+                )
+        except DivergenceError as err:
+            if phase is None or not phase["warm"]:
+                raise
+            phase["blowups"] += 1
+            if phase["blowups"] > thermostats.MAX_WARMUP_BLOWUPS:
+                raise DivergenceError(
+                    f"{err} The warm-up halved the step {thermostats.MAX_WARMUP_BLOWUPS} times "
+                    "after blow-ups and still diverges: check the model for regions where its "
+                    "log density is not finite, or pass a smaller step_size."
+                ) from err
+            phase["last_error"] = str(err)
+            state = thermostats.rescale(
+                loop.dynamics, settings, scale, 0.5 * scale, rng, tempering=settings.tempering
             )
+            n = state.theta.shape[0]
+            nan = np.full(n, np.nan)
+            return _Loop(state, n_steps, 0.5 * scale), _Info(nan, np.ones(n, bool), nan, nan)
         kinetic = thermostats.kinetic_temperature(state, settings)
         if resample_momenta:
             state = thermostats.refresh_momenta(state, settings, rng)
-        return _Loop(state, n_steps), _Info(*info, kinetic)
+        return _Loop(state, n_steps, scale), _Info(*info, kinetic)
 
     return iterate
+
+
+def _warmup(logp_and_grad, tune: int, adapt_tempering: bool, rng: np.random.Generator, phase):
+    """The ``step_size="auto"`` warm-up: a diagonal preconditioner re-estimated per window.
+
+    After every warm-up iteration the positions of the chains at unit temperature are added to
+    running sums. At the ends of the windows :data:`~pymc_tempering.kernels.thermostats.
+    WINDOW_ENDS` the scale becomes their within-chain standard deviation, capped by the
+    stability limits measured where the chains are (curvature and minibatch gradient noise,
+    :func:`~pymc_tempering.kernels.thermostats.adapted_scale`); the chains move to it
+    (:func:`~pymc_tempering.kernels.thermostats.rescale`) and the tempering step is re-set from
+    the energy noise. ``phase["warm"]`` turns False after the last warm-up iteration.
+    """
+    ends = thermostats.window_ends(tune)
+
+    def warmup(loop: _Loop, info, settings: TACTSettings, it: int):
+        state, n_steps, scale = loop
+        theta = state.theta * scale
+        if phase["spread"] is None:
+            phase["spread"] = thermostats.spread_empty(*theta.shape)
+        cold = coupling(state.xi, settings)[0] == 1.0
+        phase["spread"] = thermostats.spread_add(phase["spread"], theta, cold)
+        if it in ends:
+            grad_var, energy_var = thermostats.gradient_noise(logp_and_grad, theta)
+            curvature = thermostats.curvature_at(logp_and_grad, theta, scale)
+            new_scale = thermostats.adapted_scale(
+                phase["spread"], scale, curvature, grad_var, settings.eta_theta
+            )
+            phase["spread"] = None
+            if adapt_tempering:
+                settings = settings._replace(eta_xi=thermostats.tempering_step_size(energy_var))
+            state = thermostats.rescale(
+                state, settings, scale, new_scale, rng, tempering=settings.tempering
+            )
+            loop = _Loop(state, n_steps, new_scale)
+        if it == tune - 1:
+            phase["warm"] = False
+        return loop, settings
+
+    return warmup
 
 
 def _record(settings: TACTSettings):
@@ -105,7 +173,7 @@ def _record(settings: TACTSettings):
         state = loop.dynamics
         lam, _ = coupling(state.xi, settings)
         return {
-            "x": state.theta,
+            "x": state.theta * loop.scale,
             "effective_temperature": 1.0 / lam,
             "tempering_variable": state.xi,
             "thermostat_theta": state.z_theta,
@@ -183,6 +251,7 @@ def _result(target, trace, settings, attrs, random_seed):
     groups = {
         "tact_trajectory": _trajectory_group(trace.trajectory),
         "abf": _abf_group(trace.state.dynamics, settings),
+        "warmup": xr.Dataset({"preconditioner_scale": ("flat", trace.state.scale)}),
     }
     attrs = {**attrs, "n_steps": trace.state.n_steps}
     return driver_result(
@@ -200,8 +269,8 @@ def sample_tact(
     random_seed=None,
     progressbar: bool = True,
     variant: str = "tact",
-    step_size: float = 0.01,
-    step_size_tempering: float = 0.001,
+    step_size: float | str = "auto",
+    step_size_tempering: float | str = "auto",
     noise: float = 0.05,
     noise_tempering: float = 0.05,
     thermal_inertia: float = 1.0,
@@ -240,9 +309,20 @@ def sample_tact(
         ``"tact"``: the method. Ablations: ``"sgnht"`` thermostats without tempering;
         ``"tempering_only"`` tempering with the constant friction ``noise*`` in place of the
         thermostats; ``"sghmc"`` constant friction, no tempering.
-    step_size, step_size_tempering : float
+    step_size, step_size_tempering : "auto" or float
         ``eta = dt^2 / m`` of the parameters and of the tempering variable (``eta_theta``,
         ``eta_xi`` of Algorithm 1). The parameters move about ``sqrt(eta)`` per step.
+        ``step_size="auto"`` (default): the warm-up adapts a diagonal mass matrix (the dynamics
+        run on ``u = theta / scale``): ``scale`` starts at ``1 / sqrt(|curvature|)`` of the log
+        density at the model's initial point and is re-estimated as ``1 / sqrt(E[g^2])`` from
+        the gradients at the unit-temperature chains over windows of the warm-up (an RMSprop /
+        pSGLD-style preconditioner, which also shrinks under minibatch noise); ``eta`` is
+        ``AUTO_STEP_SIZE`` (0.01) in those units, ``jitter`` is in those units, and a blow-up
+        during the warm-up restarts it with ``eta`` four times smaller (with a warning, at most
+        six times). ``step_size_tempering="auto"``: 0.001, capped so that the tempering
+        thermostat's excess ``eta_xi sigma_U^2 / 2`` from the minibatch energy noise
+        ``sigma_U^2`` (measured at the start and at every window) stays below 0.05. A number
+        is used as it is, in the model's units, with no preconditioner and no restart.
     noise, noise_tempering : float
         Level ``c`` of the injected noise ``N(0, 2 c eta)``; also the friction the thermostats
         settle at without gradient noise, and the constant friction of the ablations.
@@ -263,6 +343,8 @@ def sample_tact(
         Flat unconstrained starting points; default the model's initial point plus uniform
         ``jitter`` (half-width).
     jitter : float
+        Half-width of the uniform jitter of the default starting points: in the model's units
+        for an explicit ``step_size``, in the starting preconditioner's units for ``"auto"``.
     max_iterations : int, optional
         Give up (``RuntimeError``) when a chain has not kept ``draws`` after this many
         iterations past the warm-up; default ``100 * draws``.
@@ -280,18 +362,27 @@ def sample_tact(
         ``potential_energy``, ``step``, ``lp`` (``-potential_energy``), ``diverging``,
         ``acceptance_rate`` and ``log_weight`` (zeros) of each kept draw; ``tact_trajectory``: the
         stats (and ``kept``) of every iteration after the warm-up; ``abf``: the biasing force
-        per bin and chain at the end; attrs: the settings, the variant and the seed.
+        per bin and chain at the end; ``warmup``: the preconditioner's ``scale`` per flat
+        coordinate; attrs: the settings (``step_size`` in the preconditioned units for
+        ``"auto"``), ``warmup_restarts``, the variant and the seed.
 
     Raises
     ------
     ValueError
         Discrete free variables, an unknown variant or bad settings.
     DivergenceError
-        When the dynamics diverge (reduce ``step_size``).
+        When the dynamics diverge (non-finite position or energy) after the warm-up, or during
+        it with an explicit ``step_size`` or after the last restart; the message names the step.
     """
     draws, tune, chains = check_sampler_args(draws, tune, chains)
+    auto = isinstance(step_size, str)
+    auto_tempering = isinstance(step_size_tempering, str)
+    for name, value in (("step_size", step_size), ("step_size_tempering", step_size_tempering)):
+        if isinstance(value, str) and value != "auto":
+            raise ValueError(f"{name} must be 'auto' or a positive number, got {value!r}.")
     _check_options(variant, {
-        "step_size": step_size, "step_size_tempering": step_size_tempering,
+        **({} if auto else {"step_size": step_size}),
+        **({} if auto_tempering else {"step_size_tempering": step_size_tempering}),
         "thermal_inertia": thermal_inertia, "thermal_inertia_tempering": thermal_inertia_tempering,
     }, max_temperature, unit_temperature_fraction)
     if int(steps_per_sample) != steps_per_sample or steps_per_sample < 1:
@@ -299,7 +390,9 @@ def sample_tact(
     target = Target(modelcontext(model))  # refuses discrete models
     thermostat, tempering = VARIANTS[variant]
     settings = TACTSettings(
-        float(step_size), float(step_size_tempering), float(noise), float(noise_tempering),
+        thermostats.AUTO_STEP_SIZE if auto else float(step_size),
+        thermostats.AUTO_STEP_SIZE_TEMPERING if auto_tempering else float(step_size_tempering),
+        float(noise), float(noise_tempering),
         float(thermal_inertia), float(thermal_inertia_tempering), float(unit_temperature_fraction),
         1.0 / float(max_temperature), int(abf_bins), float(abf_ramp), thermostat, tempering,
     )
@@ -312,17 +405,46 @@ def sample_tact(
         target.batched_logp_and_grad(seed_batch), energy_sd, gradient_sd,
         np.random.default_rng(seed_noise),
     )
-    start = _initial_points(target, initial_points, jitter, chains, seed_init)
-    state = _Loop(thermostats.init(start, settings, rng), 0)
+    scale = np.ones(target.ndim)
+    if auto:
+        scale, start = thermostats.start_preconditioner(
+            logp_and_grad, target.ravel(target.model.initial_point()), jitter,
+            (chains, target.ndim), np.random.default_rng(seed_init), initial_points,
+        )
+        start = _initial_points(target, start, jitter, chains, seed_init)
+    else:
+        start = _initial_points(target, initial_points, jitter, chains, seed_init)
+    if auto_tempering and tempering:
+        settings = settings._replace(
+            eta_xi=thermostats.tempering_step_size(thermostats.gradient_noise(logp_and_grad, start)[1])
+        )
+    phase = {"warm": tune > 0, "blowups": 0, "spread": None} if auto else None
+    if auto:  # see TACTSettings.max_friction
+        settings = settings._replace(max_friction=1.0)
+    warmup_rng = np.random.default_rng(rng.integers(2**63)) if auto else None
+    state = _Loop(thermostats.init(start / scale, settings, rng), 0, scale)
     trace = run_kernel(
-        _iteration(logp_and_grad, int(steps_per_sample), resample_momenta, callback),
+        _iteration(logp_and_grad, int(steps_per_sample), resample_momenta, callback, phase),
         state, settings, draws=draws, tune=tune, chains=chains, rng=rng,
-        record=_record(settings), keep=lambda loop, info: coupling(loop.dynamics.xi, settings)[0] == 1.0,
+        record=_record(settings),
+        keep=lambda loop, info: coupling(loop.dynamics.xi, settings)[0] == 1.0,
+        warmup=_warmup(logp_and_grad, tune, auto_tempering and tempering, warmup_rng, phase)
+        if auto else None,
         description=f"TACT-HMC ({variant})", progressbar=progressbar,
         max_iterations=max_iterations, trajectory=STATS,
     )
+    retries = phase["blowups"] if auto else 0
+    if retries:
+        warnings.warn(
+            f"TACT-HMC blew up {retries} times during the warm-up (last: "
+            f"{phase['last_error']}); each time the warm-up repeated the iteration with a "
+            "preconditioner (so a step) half as wide. The draws come after the warm-up.",
+            UserWarning, stacklevel=2,
+        )
+    settings = trace.params
     attrs = {
         "variant": variant, "step_size": settings.eta_theta, "step_size_tempering": settings.eta_xi,
+        "step_size_mode": "auto" if auto else "fixed", "warmup_blowups": retries,
         "noise": settings.c_theta, "noise_tempering": settings.c_xi,
         "thermal_inertia": settings.gamma_theta, "thermal_inertia_tempering": settings.gamma_xi,
         "steps_per_sample": int(steps_per_sample), "max_temperature": float(max_temperature),

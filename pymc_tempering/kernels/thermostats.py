@@ -71,6 +71,22 @@ __all__ = [
     "init",
     "step",
     "thermostat_reference",
+    "AUTO_STEP_SIZE",
+    "AUTO_STEP_SIZE_TEMPERING",
+    "whitened",
+    "curvature_scale",
+    "gradient_noise",
+    "tempering_step_size",
+    "window_ends",
+    "curvature_at",
+    "stability_cap",
+    "Spread",
+    "spread_empty",
+    "spread_add",
+    "spread_sd",
+    "adapted_scale",
+    "rescale",
+    "start_preconditioner",
 ]
 
 
@@ -102,6 +118,13 @@ class TACTSettings(NamedTuple):
     inverse_temperature : float or ndarray, shape (n,)
         ``lambda`` of each chain when ``tempering`` is False (1 for plain sampling; one value per
         replica for replica exchange).
+    max_friction : float
+        Upper bound on both thermostats (default no bound). ``step_size="auto"`` sets 1: a
+        chain falling into a deep mode releases energy faster than a Nosé-Hoover thermostat
+        can follow, and an Euler friction ``z > 2`` flips and amplifies the momenta; at ``z = 1``
+        a step forgets its momentum entirely. At equilibrium the thermostats sit near
+        ``c + eta sigma_f^2 / 2`` (at most 0.15 with the warm-up's noise cap), so the bound
+        acts only in such transients.
     """
 
     eta_theta: float
@@ -117,6 +140,7 @@ class TACTSettings(NamedTuple):
     thermostat: bool = True
     tempering: bool = True
     inverse_temperature: float | np.ndarray = 1.0
+    max_friction: float = np.inf
 
 
 class TACTState(NamedTuple):
@@ -275,6 +299,8 @@ def _thermostats(state: TACTState, s: TACTSettings, lam, dlam):
     z_xi = state.z_xi + dlam**2 * (state.r_xi**2 - s.eta_xi) / s.gamma_xi
     kinetic = np.sum(state.r_theta**2, axis=-1) / dim
     z_theta = state.z_theta + lam**2 * (kinetic - s.eta_theta) / s.gamma_theta
+    if s.max_friction < np.inf:
+        z_theta, z_xi = np.minimum(z_theta, s.max_friction), np.minimum(z_xi, s.max_friction)
     return z_theta, z_xi
 
 
@@ -372,3 +398,245 @@ def thermostat_reference(
             float(np.sqrt(s.eta_xi / s.gamma_xi)),
         ),
     }
+
+
+# ------------------------------------------------------------------------------ the warm-up
+#: ``step_size="auto"``: ``eta`` in the preconditioned units (moves of about 0.1 of the
+#: preconditioner's scale per step).
+AUTO_STEP_SIZE = 0.01
+#: ``step_size_tempering="auto"``: ``eta_xi`` without energy noise, and the bound
+#: ``eta_xi sigma_U^2 / 2 <= XI_NOISE_BUDGET`` on the thermostat's excess with it.
+AUTO_STEP_SIZE_TEMPERING = 0.001
+XI_NOISE_BUDGET = 0.05
+#: The warm-up's adaptation windows end at these fractions of ``tune``; the last quarter runs
+#: with the final settings.
+WINDOW_ENDS = (0.15, 0.3, 0.5, 0.75)
+
+
+def whitened(logp_and_grad: Callable, scale: np.ndarray) -> Callable:
+    """``logp_and_grad`` in the preconditioned coordinates ``u = theta / scale``.
+
+    Running the dynamics on ``u`` is running them on ``theta`` with the diagonal mass matrix
+    ``1 / scale^2``: ``log p`` is unchanged and the force is ``scale * grad log p``.
+    """
+    if np.all(scale == 1.0):
+        return logp_and_grad
+
+    def in_u(u):
+        lp, g = logp_and_grad(u * scale)
+        return lp, np.asarray(g) * scale
+
+    return in_u
+
+
+def curvature_scale(
+    logp_and_grad: Callable, x: np.ndarray, n_refine: int = 3, chunk: int = 512
+) -> np.ndarray:
+    """A per-coordinate length scale at the point ``x (D,)``: ``1 / sqrt(|d^2 log p / dx_i^2|)``.
+
+    The curvature comes from central differences of the gradient; the difference step starts at
+    ``1e-4 (1 + |x_i|)`` and is refined ``n_refine`` times to ``1e-2`` of the scale found, so the
+    result does not depend on the parameter's units. Rows are evaluated ``chunk`` at a time (with
+    a ``pm.Minibatch``, each call's rows share one minibatch). Where the curvature is zero or not
+    finite (a flat direction), the median of the other coordinates' scales is used, or 1.
+
+    Returns
+    -------
+    ndarray, shape (D,)
+    """
+    x = np.asarray(x, dtype=float)
+    d = x.size
+    h = 1e-4 * (1.0 + np.abs(x))
+    scale = np.ones(d)
+    for _ in range(n_refine + 1):
+        curvature = np.empty(d)
+        for start in range(0, d, chunk):
+            idx = np.arange(start, min(d, start + chunk))
+            k = idx.size
+            points = np.repeat(x[None], 2 * k, axis=0)
+            points[np.arange(k), idx] += h[idx]
+            points[k + np.arange(k), idx] -= h[idx]
+            with np.errstate(all="ignore"):
+                _, g = logp_and_grad(points)
+                g = np.asarray(g, dtype=float)
+                curvature[idx] = (g[np.arange(k), idx] - g[k + np.arange(k), idx]) / (2 * h[idx])
+        ok = np.isfinite(curvature) & (np.abs(curvature) > 0)
+        with np.errstate(divide="ignore"):
+            found = 1.0 / np.sqrt(np.abs(curvature))
+        fill = float(np.median(found[ok])) if ok.any() else 1.0
+        scale = np.where(ok, found, fill)
+        h = 1e-2 * scale
+    return scale
+
+
+def gradient_noise(
+    logp_and_grad: Callable, x: np.ndarray, n_pairs: int = 10
+) -> tuple[np.ndarray, float]:
+    """The minibatch noise at the points ``x (n, D)``: ``n_pairs`` pairs of calls there.
+
+    Returns the variance of one gradient evaluation per coordinate and of one log density
+    evaluation (means over the rows and pairs), both zero for an exact (full-batch) model:
+    ``Var = E[(a - b)^2] / 2`` for two independent evaluations ``a``, ``b``. The rows of one
+    call share a minibatch, so the pairs, not the rows, are the independent replicates.
+    """
+    grad_var, energy_var = 0.0, 0.0
+    for _ in range(n_pairs):
+        lp1, g1 = logp_and_grad(x)
+        lp2, g2 = logp_and_grad(x)
+        with np.errstate(all="ignore"):
+            grad_var = grad_var + 0.5 * np.mean((np.asarray(g1) - np.asarray(g2)) ** 2, axis=0)
+            energy_var += 0.5 * float(np.mean((np.asarray(lp1) - np.asarray(lp2)) ** 2))
+    return grad_var / n_pairs, energy_var / n_pairs
+
+
+def tempering_step_size(energy_var: float, default: float = AUTO_STEP_SIZE_TEMPERING) -> float:
+    """``eta_xi`` for the tempering variable given the energy noise ``sigma_U^2``.
+
+    The thermostat of ``xi`` settles at ``c + eta_xi sigma_U^2 / 2`` (Theorem 1); the step is
+    capped so that the excess stays below ``XI_NOISE_BUDGET``.
+    """
+    if not np.isfinite(energy_var) or energy_var <= 0:
+        return default
+    return float(min(default, 2.0 * XI_NOISE_BUDGET / energy_var))
+
+
+def window_ends(tune: int) -> set[int]:
+    """The warm-up iterations (0-based) after which the preconditioner is re-estimated."""
+    return {int(np.ceil(f * tune)) - 1 for f in WINDOW_ENDS if np.ceil(f * tune) >= 1}
+
+
+#: The thermostat's excess from gradient noise, ``eta scale^2 sigma_f^2 / 2``, is held below this.
+THETA_NOISE_BUDGET = 0.1
+#: Blow-ups during the warm-up that are undone (the iteration repeated with a preconditioner
+#: half as wide) before the run gives up.
+MAX_WARMUP_BLOWUPS = 12
+
+
+def curvature_at(
+    logp_and_grad: Callable, theta: np.ndarray, scale: np.ndarray, max_rows: int = 4096
+) -> np.ndarray:
+    """``|d^2 log p / dtheta_i^2|`` per coordinate, the largest over the chains ``theta (n, D)``.
+
+    Central differences of the gradient with steps ``1e-2 scale``, as many chains as fit in
+    ``max_rows`` rows (at least one), one batched call per chain.
+    """
+    n, d = theta.shape
+    h = 1e-2 * scale
+    use = max(1, min(n, max_rows // (2 * d)))
+    out = np.zeros(d)
+    for row in theta[:use]:
+        for start in range(0, d, max_rows // 2):
+            idx = np.arange(start, min(d, start + max_rows // 2))
+            k = idx.size
+            points = np.repeat(row[None], 2 * k, axis=0)
+            points[np.arange(k), idx] += h[idx]
+            points[k + np.arange(k), idx] -= h[idx]
+            with np.errstate(all="ignore"):
+                g = np.asarray(logp_and_grad(points)[1], dtype=float)
+                c = np.abs(g[np.arange(k), idx] - g[k + np.arange(k), idx]) / (2 * h[idx])
+            out[idx] = np.fmax(out[idx], np.where(np.isfinite(c), c, 0.0))
+    return out
+
+
+def stability_cap(curvature: np.ndarray, grad_var: np.ndarray, eta: float) -> np.ndarray:
+    """The widest preconditioner scale the Euler steps of size ``eta`` take safely.
+
+    Two limits per coordinate: the curvature in the preconditioned units,
+    ``eta scale^2 |curvature| <= 1``, and the thermostat's excess from the gradient noise,
+    ``eta scale^2 sigma_f^2 / 2 <= THETA_NOISE_BUDGET`` (Theorem 1). Infinite where neither
+    binds.
+    """
+    with np.errstate(divide="ignore"):
+        by_curvature = 1.0 / np.sqrt(eta * np.asarray(curvature, dtype=float))
+        by_noise = np.sqrt(2.0 * THETA_NOISE_BUDGET / (eta * np.asarray(grad_var, dtype=float)))
+    return np.fmin(by_curvature, by_noise)
+
+
+class Spread(NamedTuple):
+    """Running sums of the positions of each chain, for the within-chain spread."""
+
+    total: np.ndarray
+    total_sq: np.ndarray
+    count: np.ndarray
+
+
+def spread_empty(n: int, d: int) -> Spread:
+    return Spread(np.zeros((n, d)), np.zeros((n, d)), np.zeros(n))
+
+
+def spread_add(spread: Spread, theta: np.ndarray, mask: np.ndarray) -> Spread:
+    """Add the positions ``theta (n, D)`` of the chains where ``mask (n,)`` holds."""
+    m = np.asarray(mask, dtype=float)[:, None]
+    return Spread(
+        spread.total + m * theta, spread.total_sq + m * theta**2, spread.count + m[:, 0]
+    )
+
+
+def spread_sd(spread: Spread, min_count: int = 5) -> np.ndarray | None:
+    """The pooled within-chain standard deviation per coordinate (chains with at least
+    ``min_count`` positions), or None when no chain has that many."""
+    ok = spread.count >= min_count
+    if not ok.any():
+        return None
+    c = spread.count[ok][:, None]
+    mean = spread.total[ok] / c
+    var = (spread.total_sq[ok] / c - mean**2) * c / (c - 1)
+    return np.sqrt(np.maximum(np.mean(var, axis=0), 0.0))
+
+
+def adapted_scale(
+    spread: Spread, old_scale: np.ndarray, curvature: np.ndarray, grad_var: np.ndarray,
+    eta: float,
+) -> np.ndarray:
+    """The preconditioner after a warm-up window: the draws' within-chain spread (shrinking by
+    at most half per window, so a chain slowed by small steps is not slowed further), capped
+    by :func:`stability_cap` measured where the chains are."""
+    sd = spread_sd(spread)
+    target = old_scale if sd is None else np.fmax(sd, 0.5 * old_scale)
+    target = np.where(np.isfinite(target) & (target > 0), target, old_scale)
+    return np.fmin(target, stability_cap(curvature, grad_var, eta))
+
+
+def rescale(
+    state: TACTState,
+    settings: TACTSettings,
+    old_scale: np.ndarray,
+    new_scale: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    tempering: bool = True,
+) -> TACTState:
+    """Move the chains to a new preconditioner: the same ``theta``, ``u = theta / new_scale``.
+
+    The momenta are redrawn (exact) and the thermostats restarted at ``c`` (their equilibrium
+    without gradient noise), since both were in the old units; ``xi`` and the ABF bins (energies,
+    which do not depend on the coordinates) are kept.
+    """
+    n = state.theta.shape[0]
+    state = state._replace(
+        theta=state.theta * (old_scale / new_scale),
+        z_theta=np.full(n, float(settings.c_theta)),
+        z_xi=np.full(n, float(settings.c_xi)) if tempering else state.z_xi,
+    )
+    return refresh_momenta(state, settings, rng, tempering=tempering)
+
+
+def start_preconditioner(
+    logp_and_grad: Callable, start: np.ndarray, jitter: float, shape, rng: np.random.Generator,
+    initial_points: np.ndarray | None = None, eta: float = AUTO_STEP_SIZE,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The warm-up's first preconditioner and the chains' starting points.
+
+    ``scale`` is :func:`curvature_scale` at ``start (D,)`` (the model's initial point: a
+    Laplace-like standard deviation), capped by the gradient noise measured at the starting
+    points (:func:`stability_cap`); the starting points are ``start`` plus uniform noise of
+    half-width ``jitter`` times the curvature scale (or the given ``initial_points``).
+    Returns ``(scale, theta0)`` with ``theta0`` of ``shape``.
+    """
+    scale = curvature_scale(logp_and_grad, start)
+    if initial_points is None:
+        theta0 = start + scale * rng.uniform(-jitter, jitter, shape)
+    else:
+        theta0 = np.asarray(initial_points, dtype=float)
+    grad_var, _ = gradient_noise(logp_and_grad, theta0.reshape(-1, start.size))
+    return np.fmin(scale, stability_cap(0.0, grad_var, eta)), theta0

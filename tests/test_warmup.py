@@ -1,0 +1,171 @@
+"""Issue 16: TACT-HMC and replica exchange at their defaults (``step_size="auto"``).
+
+The sign-flip posterior of the issue: ``theta ~ N(0, 3 s)``, ``y_i ~ N((theta / s)^2, 1)`` for
+``n`` data points drawn with mean ``1.5^2``, minibatches of 200. Two modes at
+``theta = +-s u0`` (``u0^2 = ybar - 1 / (18 n)``), each with Laplace standard deviation
+``s / sqrt(4 n u0^2 + 1/9)`` in ``theta``. Checked for each run:
+
+- no divergence (the run finishes; blow-ups during the warm-up are undone and counted);
+- both modes visited, with weight within ``K`` standard errors of 1/2. The barrier between the
+  modes is ``n ybar^2 / 2`` nats (1,266 at ``n = 500``), far above what the highest
+  temperature (10) flattens, so neither method crosses it in a chain's own dynamics: a chain's
+  mode comes from where its jittered start (symmetric about the saddle at 0) falls, and, in
+  replica exchange, from swaps between replicas in different modes. The chains are the
+  independent units: the standard error is that of the mean of the per-chain fractions;
+- the draws' spread around each mode within 25% of the Laplace standard deviation, up to
+  ``K`` Monte Carlo standard errors of the ratio (and their mean within 25% of that standard
+  deviation of the mode, up to ``K`` MCSE). The posterior is symmetric, so the folded draws
+  ``|theta|`` give the MCSE of the variance (arviz-stats, over the chains), which is divided by
+  the square root of the mode's share of the draws for one mode's ratio.
+
+The expensive cases are ``slow``; one case per method runs by default.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pymc as pm
+import pytest
+from arviz_stats.base import array_stats
+from checks import K, assert_within_se, mcse_of_mean, seed
+
+import pymc_tempering as pmt
+
+BATCH = 200
+
+
+def sign_flip(n: int, s: float):
+    """The issue's model with ``n`` data points, the parameter in units of ``s``."""
+    y = np.random.default_rng(5).normal(1.5**2, 1.0, size=n)
+    with pm.Model() as model:
+        data = pm.Minibatch(y, batch_size=BATCH) if n > BATCH else y
+        theta = pm.Normal("theta", 0, 3 * s)
+        pm.Normal("y", (theta / s) ** 2, 1.0, observed=data, total_size=n)
+    return model, y
+
+
+def laplace(y, s: float) -> tuple[float, float]:
+    """The modes' position and Laplace standard deviation in ``theta``."""
+    n = y.size
+    u0 = np.sqrt(y.mean() - 1.0 / (18 * n))
+    return s * u0, s / np.sqrt(4 * n * u0**2 + 1.0 / 9.0)
+
+
+def check_sign_flip(idata, y, s: float) -> dict:
+    """The issue's three checks on a run; returns what was measured."""
+    assert not idata["sample_stats"]["diverging"].values.any()
+    theta = idata["posterior"]["theta"].values  # (chain, draw)
+    chains = theta.shape[0]
+    mode, sd_laplace = laplace(y, s)
+    # both modes, weight 1/2 within K standard errors (chains are the independent units)
+    per_chain = (theta > 0).mean(axis=1)
+    weight = per_chain.mean()
+    assert 0 < weight < 1, f"one mode only: weight {weight}"
+    weight_se = per_chain.std(ddof=1) / np.sqrt(chains)
+    assert_within_se(weight, 0.5, weight_se, what="weight of the + mode")
+    # spread around each mode: within 25% of the Laplace sd, up to K MCSE of the ratio
+    folded = np.abs(theta)
+    squared = (folded - folded.mean()) ** 2
+    ess = float(np.asarray(array_stats.ess(squared, method="mean", chain_axis=0, draw_axis=1)))
+    assert ess > 50, f"ESS of the spread {ess}: the run is too short for its own check"
+    var_se = float(mcse_of_mean(squared))
+    out = {"weight": weight, "weight_se": weight_se, "ess_spread": ess}
+    for sign, share in ((1, weight), (-1, 1 - weight)):
+        draws = theta[theta * sign > 0]
+        sd = draws.std()
+        ratio = sd / sd_laplace
+        ratio_se = ratio * var_se / (2 * sd**2) / np.sqrt(share)
+        assert abs(ratio - 1) < 0.25 + K * ratio_se, (
+            f"mode {sign:+d}: spread {ratio:.3f} x Laplace sd (se {ratio_se:.3f})"
+        )
+        # and centred on the mode, within 25% of the Laplace sd up to K MCSE (the folded mean's)
+        mean_se = float(mcse_of_mean(folded)) / np.sqrt(share)
+        assert abs(abs(draws.mean()) - mode) < 0.25 * sd_laplace + K * mean_se, (
+            f"mode {sign:+d}: mean {draws.mean()} against {sign * mode} (se {mean_se})"
+        )
+        out[f"ratio{sign:+d}"], out[f"ratio_se{sign:+d}"] = ratio, ratio_se
+    return out
+
+
+def run(method: str, n: int, s: float, chains: int = 16, draws: int = 1000, tune: int = 1000):
+    model, y = sign_flip(n, s)
+    sampler = pmt.sample_tact if method == "tact" else pmt.sample_replica_exchange
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # numpy overflow in a blown-up step
+        idata = sampler(draws, tune=tune, chains=chains, model=model, random_seed=seed(61),
+                        progressbar=False)
+    assert idata.attrs["step_size_mode"] == "auto"
+    return idata, y
+
+
+SWEEP = [(500, 1.0), (20_000, 1.0), (200_000, 1.0), (20_000, 1e-3), (20_000, 1e3)]
+DEFAULT_CASES = {("tact", 20_000, 1e-3), ("replica_exchange", 20_000, 1e3)}
+
+
+@pytest.mark.parametrize(
+    "method,n,s",
+    [
+        pytest.param(
+            m, n, s, marks=() if (m, n, s) in DEFAULT_CASES else pytest.mark.slow,
+            id=f"{m}-n{n}-s{s:g}",
+        )
+        for m in ("tact", "replica_exchange")
+        for n, s in SWEEP
+    ],
+)
+def test_sign_flip_at_defaults(method, n, s):
+    """Done means (issue 16): no divergence, both modes with weight 1/2, spread within 25%."""
+    draws = tune = 300 if (method, n, s) in DEFAULT_CASES else 1000
+    idata, y = run(method, n, s, draws=draws, tune=tune)
+    measured = check_sign_flip(idata, y, s)
+    print(method, n, s, {k: round(float(v), 4) for k, v in measured.items()})  # for -s runs
+    scale = idata["warmup"]["preconditioner_scale"].values
+    assert scale.shape == (1,) and np.all(np.isfinite(scale) & (scale > 0))
+
+
+def test_warmup_is_scale_free():
+    """The warm-up depends on the parameter's units only through them: the same seed on the
+    model rescaled by 1e-3 and 1e3 gives the same draws in units of ``s`` (to rounding)."""
+    out = []
+    for s in (1e-3, 1e3):
+        model, _ = sign_flip(20_000, s)
+        idata = pmt.sample_replica_exchange(
+            20, tune=100, chains=2, model=model, random_seed=seed(62), progressbar=False,
+        )
+        out.append(idata["posterior"]["theta"].values / s)
+    np.testing.assert_allclose(out[0], out[1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["tact", "replica_exchange"])
+def test_blow_up_during_warm_up_is_undone_and_reported(method):
+    """Issue 16, safe defaults: a run that blows up during the warm-up is not an error. Started
+    at ``theta = 50`` on the sign-flip model (n = 150, full batch), where the curvature is about
+    6,700 times that at the model's initial point 0 which sets the first preconditioner, the
+    first step overshoots to a larger ``|theta|`` and the next ones overflow; each blow-up repeats the iteration with a preconditioner half as wide, and the
+    run warns saying so and counts them in ``attrs["warmup_blowups"]``. With an explicit step
+    size the same start raises, naming the step."""
+    sampler = pmt.sample_tact if method == "tact" else pmt.sample_replica_exchange
+    model, y = sign_flip(150, 1.0)
+    kwargs = dict(model=model, chains=2, random_seed=seed(63), progressbar=False,
+                  initial_points=np.full((2, 1), 50.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.warns(UserWarning, match="blew up .* during the warm-up"):
+            idata = sampler(50, tune=100, **kwargs)
+        assert idata.attrs["warmup_blowups"] > 0
+        theta = idata["posterior"]["theta"].values
+        assert np.all(np.isfinite(theta))
+        mode, sd = laplace(y, 1.0)
+        assert np.all(np.abs(np.abs(theta) - mode) < 20 * sd)  # at a mode after the warm-up
+        with pytest.raises(pmt.DivergenceError, match="diverged at step"):
+            sampler(5, tune=5, step_size=0.01, **kwargs)
+
+
+def test_bad_step_size_strings_are_refused():
+    model, _ = sign_flip(50, 1.0)
+    with pytest.raises(ValueError, match="step_size"):
+        pmt.sample_tact(5, model=model, step_size="large", progressbar=False)
+    with pytest.raises(ValueError, match="step_size"):
+        pmt.sample_replica_exchange(5, model=model, step_size="large", progressbar=False)
