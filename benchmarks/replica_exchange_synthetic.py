@@ -42,6 +42,10 @@ Reductions (to stay under about 8 minutes on 2 shared cores): 4 chains per metho
 Outputs: ``benchmarks/results/replica_exchange_synthetic.json`` and ``.png`` (histograms).
 
 Rerun: ``.venv/bin/python benchmarks/replica_exchange_synthetic.py`` (from the repo root).
+``--defaults [DRAWS]``: SGNHT, TACT-HMC and replica exchange at their default settings (the
+``step_size="auto"`` warm-up, default ``tune``, ``steps_per_sample``, ladder and
+``exchange_every``; only the draws, chains, start and seed given), NUTS left out; results in
+``replica_exchange_synthetic_defaults.json``.
 """
 
 from __future__ import annotations
@@ -134,6 +138,9 @@ def mode_table(x, w, mus):
     return rows
 
 
+DEFAULTS = False
+
+
 def run_method(method, name, w, mus, sd, rng):
     d = mus.shape[1]
     start = np.tile(mus[0], (CHAINS, 1))
@@ -147,16 +154,18 @@ def run_method(method, name, w, mus, sd, rng):
         x = idata.posterior["x"].values.reshape(CHAINS, DRAWS, d)
     elif method in ("sgnht", "tact"):
         model = target_model(w, mus, sd, noisy=True, rng=rng)
-        idata = pmt.sample_tact(DRAWS, tune=20, model=model, chains=CHAINS, variant=method,
-                                step_size=STEP, steps_per_sample=20, initial_points=start, random_seed=SEED, progressbar=False)
+        tuned = {} if DEFAULTS else dict(tune=20, step_size=STEP, steps_per_sample=20)
+        idata = pmt.sample_tact(DRAWS, model=model, chains=CHAINS, variant=method,
+                                initial_points=start, random_seed=SEED, progressbar=False, **tuned)
         x = idata.posterior["x"].values.reshape(CHAINS, DRAWS, d)
         extra = {"steps": int(idata.attrs["n_steps"]),
                  "thermostat_theta_mean": float(idata.sample_stats["thermostat_theta"].values.mean())}
     else:
         model = target_model(w, mus, sd, noisy=True, rng=rng)
-        idata = pmt.sample_replica_exchange(DRAWS, model=model, chains=CHAINS, n_temperatures=10, max_temperature=10.0,
-                                            exchange_every=10, minibatch=True, step_size=STEP, steps_per_sample=10,
-                                            tune=200, initial_points=start, random_seed=SEED, progressbar=False)
+        tuned = {} if DEFAULTS else dict(n_temperatures=10, max_temperature=10.0, exchange_every=10,
+                                         minibatch=True, step_size=STEP, steps_per_sample=10, tune=200)
+        idata = pmt.sample_replica_exchange(DRAWS, model=model, chains=CHAINS, initial_points=start,
+                                            random_seed=SEED, progressbar=False, **tuned)
         x = idata.posterior["x"].values.reshape(CHAINS, DRAWS, d)
         rex = idata["replica_exchange"]
         extra = {"swap_acceptance_rate": rex["swap_acceptance_rate"].mean("chain").values.round(3).tolist(),
@@ -199,12 +208,21 @@ def plot(samples):
 
 
 def main():
+    global DEFAULTS, DRAWS
+    import sys
+
+    if "--defaults" in sys.argv:
+        DEFAULTS = True
+        rest = sys.argv[sys.argv.index("--defaults") + 1:]
+        DRAWS = int(rest[0]) if rest else DRAWS
     OUT.mkdir(exist_ok=True)
     rng = np.random.default_rng(SEED)
     results, samples = {}, {}
     t_all = time.perf_counter()
     for name, (w, mus, sd) in TARGETS.items():
         for m in METHODS:
+            if DEFAULTS and m == "hmc":
+                continue
             res, s = run_method(m, name, w, mus, sd, rng)
             results[f"{name}/{m}"] = res
             samples[(name, m)] = s
@@ -212,9 +230,12 @@ def main():
                   " ".join(f"{r['error']:+.3f}±{r['mcse'] or float('nan'):.3f}" for r in res["modes"]), flush=True)
     meta = {"noise_variance": NOISE_VAR, "noise_injection": "pm.Minibatch sinusoidal term (see docstring)",
             "n_data": N_DATA, "batch_size": BATCH, "chains": CHAINS, "draws_per_chain": DRAWS, "seed": SEED,
-            "step_size": STEP, "replicas": 10, "max_temperature": 10.0, "total_wall_s": time.perf_counter() - t_all}
-    (OUT / "replica_exchange_synthetic.json").write_text(json.dumps({"settings": meta, "results": results}, indent=1))
-    plot(samples)
+            "step_size": "auto" if DEFAULTS else STEP, "replicas": 10, "max_temperature": 10.0,
+            "defaults": DEFAULTS, "total_wall_s": time.perf_counter() - t_all}
+    suffix = "_defaults" if DEFAULTS else ""
+    (OUT / f"replica_exchange_synthetic{suffix}.json").write_text(json.dumps({"settings": meta, "results": results}, indent=1))
+    if not DEFAULTS:
+        plot(samples)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@ sampler starts all chains in one mode. Writes ``benchmarks/results/tact_syntheti
 weights with MCSEs, far-from-mode mass, thermostat averages against Theorem 1, wall times) and
 ``tact_synthetic_1d.png`` / ``tact_synthetic_2d.png`` (histograms like Fig. 1a and Fig. 2).
 
-Run: ``python benchmarks/tact_synthetic.py [--draws N]``.
+Run: ``python benchmarks/tact_synthetic.py [--draws N] [--defaults]``. With ``--defaults`` the
+samplers run at their default settings (``step_size="auto"`` warm-up, ``tune=1000`` iterations of
+the default ``steps_per_sample=50``) instead of the tuned ``SETTINGS``, and the results go to
+``tact_synthetic_defaults.json`` / ``tact_synthetic_defaults_*.png``.
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ def mean_mcse(series):
     return float(series.mean()), float(series.std() / np.sqrt(ess)), ess
 
 
-def run(draws, seed=0):
+def run(draws, seed=0, defaults=False):
     results, samples = {}, {}
     for name, (w, mus, sd) in TARGETS.items():
         model = model_for(w, mus, sd)
@@ -87,7 +90,7 @@ def run(draws, seed=0):
                 initial_points=np.tile(mus[-1], (4, 1)),
                 random_seed=seed,
                 progressbar=False,
-                **SETTINGS,
+                **({"gradient_noise": NOISE} if defaults else SETTINGS),
             )
             wall = time.perf_counter() - t0
             x = idata.posterior["x"].values.reshape(4, draws, dim)
@@ -98,7 +101,13 @@ def run(draws, seed=0):
             far_truth = 2 * norm.sf(2.5) if dim == 1 else float(np.exp(-(2.5**2) / 2))
             z = idata.sample_stats["thermostat_theta"].values
             s = TACTSettings(0.01, 0.001, 0.05, 0.05, 1.0, 1.0)
-            ref = thermostat_reference(s, dim, NOISE, NOISE)
+            if defaults:  # the noise in the preconditioned units: sigma * scale per coordinate
+                scale = idata["warmup"]["preconditioner_scale"].values
+                s = s._replace(eta_theta=idata.attrs["step_size"],
+                               eta_xi=idata.attrs["step_size_tempering"])
+                ref = thermostat_reference(s, dim, NOISE * float(np.sqrt(np.mean(scale**2))), NOISE)
+            else:
+                ref = thermostat_reference(s, dim, NOISE, NOISE)
             results[f"{name}/{variant}"] = {
                 "weights_true": w.tolist(),
                 "weights": [[m, se] for m, se, _ in weights],
@@ -110,13 +119,17 @@ def run(draws, seed=0):
                 "thermostat_theta_reference": ref["thermostat_theta"][0] if variant in ("tact", "sgnht") else 0.05,
                 "steps": int(idata.attrs["n_steps"]),
                 "wall_s": wall,
+                **({"preconditioner_scale": idata["warmup"]["preconditioner_scale"].values.tolist(),
+                    "step_size": idata.attrs["step_size"],
+                    "step_size_tempering": idata.attrs["step_size_tempering"],
+                    "warmup_blowups": idata.attrs["warmup_blowups"]} if defaults else {}),
             }
             samples[(name, variant)] = x.reshape(-1, dim)
             print(name, variant, json.dumps(results[f"{name}/{variant}"]), flush=True)
     return results, samples
 
 
-def plot(samples):
+def plot(samples, suffix=""):
     w, mus, sd = TARGETS["three_gaussians_1d"]
     grid = np.linspace(-9, 9, 600)
     dens = np.sum(w * norm.pdf(grid[:, None], mus[:, 0], sd), 1)
@@ -127,7 +140,7 @@ def plot(samples):
         ax.set_title(label)
     fig.suptitle(f"Mixture of three Gaussians, noise sd {NOISE} on energy and gradient")
     fig.tight_layout()
-    fig.savefig(OUT / "tact_synthetic_1d.png", dpi=110)
+    fig.savefig(OUT / f"tact_synthetic{suffix}_1d.png", dpi=110)
 
     names = ["four_corners_2d", "ring_of_five_2d"]
     fig, axes = plt.subplots(2, 4, figsize=(14, 7))
@@ -144,17 +157,20 @@ def plot(samples):
             ax.hist2d(s[:, 0], s[:, 1], bins=80, range=[[-6.5, 6.5], [-6.5, 6.5]], cmap="viridis")
             ax.set_title(label)
     fig.tight_layout()
-    fig.savefig(OUT / "tact_synthetic_2d.png", dpi=110)
+    fig.savefig(OUT / f"tact_synthetic{suffix}_2d.png", dpi=110)
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--draws", type=int, default=4000)
+    parser.add_argument("--defaults", action="store_true", help="the samplers' default settings")
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
-    results, samples = run(args.draws)
-    (OUT / "tact_synthetic.json").write_text(json.dumps({"noise_sd": NOISE, "draws_per_chain": args.draws, "chains": 4, "settings": {k: v for k, v in SETTINGS.items()}, "results": results}, indent=1))
-    plot(samples)
+    results, samples = run(args.draws, defaults=args.defaults)
+    suffix = "_defaults" if args.defaults else ""
+    settings = {"gradient_noise": NOISE, "defaults": True} if args.defaults else dict(SETTINGS)
+    (OUT / f"tact_synthetic{suffix}.json").write_text(json.dumps({"noise_sd": NOISE, "draws_per_chain": args.draws, "chains": 4, "settings": settings, "results": results}, indent=1))
+    plot(samples, suffix)
 
 
 if __name__ == "__main__":
