@@ -1,0 +1,119 @@
+"""Where `sample_ct`'s wall time goes, beside `pm.sample_smc`'s, on the evidence suite's problems.
+
+For each problem of ``benchmarks/evidence_suite.py`` (default: all), in one process, after a
+warm-up run that pays the one-off imports and numba compilation: ``pmt.sample_ct()`` at its
+defaults with its phases timed by wrapping the functions that do them, then
+``pm.sample_smc(draws=2000, chains=2)`` on the same model. Phases:
+
+- ``mode search``: :func:`pymc_tempering.find_modes` (with the compilation of the model's log
+  density and of its prior draws);
+- ``ADVI``: the ``pm.fit`` runs of the mixture base (compilation included);
+- ``log_zeta``: the importance-sampling estimates of log zeta;
+- ``NUTS compile``: ``nutpie.compile_pymc_model``, once per run (bootstrap round, final run,
+  extensions);
+- ``NUTS sampling``: ``nutpie.sample``;
+- ``other``: the rest (building the tempered models, the result trees, ``diagnose``).
+
+Run: ``.venv/bin/python benchmarks/ct_time.py [--problems a,b] [--seed 0]``. Writes
+``benchmarks/results/ct_time.json`` and prints a markdown table. Timings are of one run each on
+a shared machine: compare the ratios within a row, not absolute times across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pymc as pm
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import nutpie  # noqa: E402
+from evidence_suite import PROBLEMS  # noqa: E402
+
+import pymc_tempering as pmt  # noqa: E402
+from pymc_tempering import base as base_module  # noqa: E402
+from pymc_tempering.transforms import continuous_tempering as ct_module  # noqa: E402
+
+OUT = Path(__file__).parent / "results" / "ct_time.json"
+PHASES = ("mode search", "ADVI", "log_zeta", "NUTS compile", "NUTS sampling")
+TIMES: dict[str, float] = {}
+
+
+def _timed(owner, name, phase):
+    inner = getattr(owner, name)
+
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            TIMES[phase] = TIMES.get(phase, 0.0) + time.perf_counter() - start
+
+    setattr(owner, name, wrapper)
+
+
+def _instrument():
+    _timed(base_module, "find_modes", "mode search")
+    _timed(base_module, "_fit_advi", "ADVI")
+    _timed(base_module, "estimate_log_zeta", "log_zeta")
+    _timed(ct_module, "estimate_log_zeta", "log_zeta")
+    _timed(nutpie, "compile_pymc_model", "NUTS compile")
+    _timed(nutpie, "sample", "NUTS sampling")
+
+
+def run(name: str, seed: int) -> dict:
+    problem = PROBLEMS[name]
+    TIMES.clear()
+    start = time.perf_counter()
+    with problem.build():
+        idata = pmt.sample_ct(random_seed=seed, progressbar=False)
+    total = time.perf_counter() - start
+    lml = pmt.log_marginal_likelihood(idata)
+    row = {"problem": name, "seed": seed, "ct_total": total, **{p: TIMES.get(p, 0.0) for p in PHASES}}
+    row["other"] = total - sum(TIMES.values())
+    row["nuts_runs"] = 2 + int(idata.attrs["extensions"])  # bootstrap round, final, extensions
+    row["ct_error"] = lml.estimate - problem.log_z
+    row["ct_reliable"] = lml.reliable
+    start = time.perf_counter()
+    with problem.build():
+        smc = pm.sample_smc(draws=2000, chains=2, random_seed=seed, progressbar=False)
+    row["smc_total"] = time.perf_counter() - start
+    row["smc_error"] = pmt.log_marginal_likelihood(smc).estimate - problem.log_z
+    return row
+
+
+def table(rows) -> str:
+    head = "| problem | ct total s | " + " | ".join(PHASES) + " | other | NUTS runs | SMC s | ct / SMC |"
+    lines = [head, "|" + "---|" * (len(PHASES) + 6)]
+    for r in rows:
+        lines.append(
+            f"| {r['problem']} | {r['ct_total']:.1f} | "
+            + " | ".join(f"{r[p]:.1f}" for p in PHASES)
+            + f" | {r['other']:.1f} | {r['nuts_runs']} | {r['smc_total']:.1f} | {r['ct_total'] / r['smc_total']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problems", default=",".join(PROBLEMS))
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    _instrument()
+    run("gauss_in_box", args.seed + 1000)  # warm-up, not reported
+    rows = []
+    for name in args.problems.split(","):
+        rows.append(run(name, args.seed))
+        print(table(rows[-1:]).splitlines()[-1], flush=True)
+    OUT.write_text(json.dumps(rows, indent=1))
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
