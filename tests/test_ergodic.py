@@ -310,7 +310,7 @@ def test_nan_objective_names_the_iteration(nan_model):
             n_iterations=3, random_seed=0, progressbar=False,
         )
     # the default P_0 comes from a Laplace fit, which needs a finite density at the start
-    with pytest.raises(ValueError, match="initial='auto'.*not finite at the model's initial"):
+    with pytest.raises(ValueError, match="initial='auto'.*not finite at the model's initial point, nor"):
         fit_ergodic(model=nan_model, n_iterations=3, progressbar=False)
 
 

@@ -117,7 +117,7 @@ DEFAULT_CASES = {("tact", 20_000, 1e-3), ("replica_exchange", 20_000, 1e3)}
 )
 def test_sign_flip_at_defaults(method, n, s):
     """Done means (issue 16): no divergence, both modes with weight 1/2, spread within 25%."""
-    draws = tune = 300 if (method, n, s) in DEFAULT_CASES else 1000
+    draws = tune = 200 if (method, n, s) in DEFAULT_CASES else 1000
     idata, y = run(method, n, s, draws=draws, tune=tune)
     measured = check_sign_flip(idata, y, s)
     print(method, n, s, {k: round(float(v), 4) for k, v in measured.items()})  # for -s runs

@@ -280,11 +280,11 @@ AUTO_WIDEN = 2.0
 AUTO_STEP_RANGE = (0.1, 0.25)
 
 
-def _laplace(target: Target) -> tuple[np.ndarray, np.ndarray]:
+def _laplace(target: Target, seed=None) -> tuple[np.ndarray, np.ndarray]:
     """The mode and marginal sds of a quick Laplace fit (``initial="auto"``), clear errors."""
     start = target.ravel(target.model.initial_point())
     try:
-        mode, std = hei.laplace_fit(target.batched_logp_and_grad(), start)
+        mode, std = hei.laplace_fit(target.batched_logp_and_grad(), start, jitter_seed=seed)
     except ValueError as err:
         raise ValueError(f"initial='auto': {err}") from err
     if not (np.all(np.isfinite(mode)) and np.all(np.isfinite(std)) and np.all(std > 0)):
@@ -319,7 +319,7 @@ def _initial_and_bound(model, target, initial, entropy_lower_bound, n_prior_draw
     prior_base = laplace = None
     auto = isinstance(initial, str) and initial == "auto"
     if auto:
-        laplace = _laplace(target)
+        laplace = _laplace(target, seed)
     if (isinstance(initial, str) and initial == "prior") or (
         entropy_lower_bound is None and not auto
     ):

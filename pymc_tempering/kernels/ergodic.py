@@ -98,7 +98,9 @@ def mean_and_se(values) -> tuple[float, float]:
     return float(values.mean()), float(values.std(ddof=1) / np.sqrt(values.size))
 
 
-def laplace_fit(logp_and_grad, x0, max_dense: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+def laplace_fit(
+    logp_and_grad, x0, max_dense: int = 1000, jitter_seed=None
+) -> tuple[np.ndarray, np.ndarray]:
     """A quick Laplace fit: the mode of ``log pi*`` and the marginal standard deviations there.
 
     The mode is found by L-BFGS (SciPy) from ``x0``; the Hessian at the mode by central
@@ -115,8 +117,11 @@ def laplace_fit(logp_and_grad, x0, max_dense: int = 1000) -> tuple[np.ndarray, n
     logp_and_grad : callable
         ``xs (n, d) -> (log pi* (n,), grad (n, d))``, batched.
     x0 : array_like, shape (d,)
-        Start of the search (the model's initial point).
+        Start of the search (the model's initial point). Where the log density or its gradient
+        is not finite there, up to 10 points ``x0 + U(-1, 1)`` are tried (as ``pm.sample``'s
+        jitter), drawn with ``jitter_seed``.
     max_dense : int
+    jitter_seed : int or None
 
     Returns
     -------
@@ -138,8 +143,18 @@ def laplace_fit(logp_and_grad, x0, max_dense: int = 1000) -> tuple[np.ndarray, n
             return np.inf, np.zeros(d)  # L-BFGS backtracks from a non-finite value
         return -lp, -g
 
-    if not np.isfinite(fun(x0)[0]):
-        raise ValueError("The log density is not finite at the model's initial point.")
+    if not np.isfinite(fun(x0)[0]):  # e.g. a NaN gradient at the origin: jitter, as pm.sample
+        rng = np.random.default_rng(jitter_seed)
+        for _ in range(10):
+            x = x0 + rng.uniform(-1.0, 1.0, d)
+            if np.isfinite(fun(x)[0]):
+                x0 = x
+                break
+        else:
+            raise ValueError(
+                "The log density or its gradient is not finite at the model's initial point, "
+                "nor at 10 jittered points around it."
+            )
     # gtol is absolute (units of the gradient): stop on the relative change of the value alone
     res = minimize(fun, x0, jac=True, method="L-BFGS-B", options={"maxiter": 2000, "gtol": 0.0})
     mode = np.asarray(res.x, dtype=float)
