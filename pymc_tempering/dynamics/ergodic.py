@@ -480,7 +480,17 @@ def _calibrate_scale(approx: ErgodicApproximation, n: int, seed) -> tuple[float,
         return value
 
     log_c = hei.calibrate_log_scale(gap, lowest)
-    return float(np.exp(log_c)), hei.mean_and_se(terms(float(log_c)))[1]
+    final, final_se = hei.mean_and_se(terms(float(log_c)))
+    if abs(final) > 4 * final_se:
+        warnings.warn(
+            f"Ergodic inference: after the Stein calibration the Stein gap of P_T is "
+            f"{final:.3g} +- {final_se:.2g} (zero for the target; negative: too dispersed) with "
+            "P_0 at its entropy bound: P_T does not match the posterior's spread, e.g. because "
+            "P_0 covers one mode of a multimodal posterior or the chain is too short. Pass a "
+            "wider initial=pmt.Base(...) and a lower entropy_lower_bound, or more n_steps.",
+            stacklevel=3,
+        )
+    return float(np.exp(log_c)), final_se
 
 
 def _approximation(target, params, average, tuned, n_leapfrog, h, history):
@@ -621,6 +631,17 @@ def fit_ergodic(
         rng=np.random.default_rng(noise_seed), progressbar=progressbar,
     )
     approx = _approximation(target, params, average, tuned, n_leapfrog, h, history)
+    if n_iterations:
+        tail = history["acceptance_rate"][-max(1, n_iterations // 10) :].mean(axis=0)
+        if np.any(tail < 0.05):
+            warnings.warn(
+                f"Ergodic inference: transitions {np.flatnonzero(tail < 0.05).tolist()} accepted "
+                f"under 5% of their proposals over the last iterations (lowest "
+                f"{float(tail.min()):.3g}): the chain barely moves there, so P_T is close to "
+                "P_0, not to the posterior. Check approx.stein_gap(); pass a P_0 closer to the "
+                "posterior (initial=pmt.Base(...)) or more n_iterations.",
+                stacklevel=2,
+            )
     if tune_initial == "stein" and calibration_draws:
         scale, gap_mcse = _calibrate_scale(approx, int(calibration_draws), calibration_seed)
         approx.initial_std = approx.initial_std * scale

@@ -98,6 +98,39 @@ def mean_and_se(values) -> tuple[float, float]:
     return float(values.mean()), float(values.std(ddof=1) / np.sqrt(values.size))
 
 
+#: ``laplace_fit`` caps each marginal sd at this many profile half-widths (``profile_width``).
+PROFILE_FACTOR = 2.0
+
+
+def profile_width(logp_and_grad, mode, guess, drop: float = 0.5, n_iter: int = 60) -> np.ndarray:
+    """Per coordinate, the distance from ``mode`` along the axis at which ``log pi*`` has dropped
+    by ``drop`` (0.5: one standard deviation of a Gaussian's conditional), mean of the two
+    directions. Found for all coordinates at once by doubling from ``guess`` and bisecting in
+    ``log t`` (one batched call of ``2 d`` points per iteration); a direction that never drops
+    counts as infinitely wide.
+    """
+    mode = np.asarray(mode, dtype=float)
+    d = mode.size
+    lp0 = float(logp_and_grad(mode[None])[0][0])
+    widths = []
+    for sign in (1.0, -1.0):
+        lo, hi = np.zeros(d), np.where(np.isfinite(guess) & (guess > 0), guess, 1.0)
+        found = np.zeros(d, bool)
+        for _ in range(n_iter):
+            t = np.where(found, np.sqrt(np.maximum(lo, 1e-300) * hi), hi)
+            t = np.where(found & (lo == 0), 0.5 * hi, t)
+            points = mode + sign * np.diag(t)
+            with np.errstate(all="ignore"):
+                lp = np.asarray(logp_and_grad(points)[0], dtype=float)
+            dropped = ~np.isfinite(lp) | (lp0 - lp >= drop)
+            hi = np.where(dropped, t, hi)
+            lo = np.where(found & ~dropped, t, lo)
+            hi = np.where(~found & ~dropped, 2.0 * t, hi)
+            found |= dropped
+        widths.append(np.where(found, hi, np.inf))
+    return 0.5 * (widths[0] + widths[1])
+
+
 def laplace_fit(
     logp_and_grad, x0, max_dense: int = 1000, jitter_seed=None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -176,6 +209,8 @@ def laplace_fit(
             std = np.sqrt(np.sum(cov**2, axis=1))  # diag of (L L^T)^-1 = L^-T L^-1
         except np.linalg.LinAlgError:
             std = None
+    if std is not None:  # a degenerate curvature (zero along a ridge) must not make P_0 huge
+        std = np.fmin(std, PROFILE_FACTOR * profile_width(logp_and_grad, mode, std))
     if std is None:  # not a maximum (a saddle, say between two modes): the curvature's size
         diag = np.abs(np.diag(precision))
         if not np.all(np.isfinite(diag) & (diag > 0)):
