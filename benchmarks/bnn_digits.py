@@ -45,6 +45,11 @@ Needs scikit-learn (``pip install -e '.[bench]'``). BLAS is limited to one threa
 ``OMP_NUM_THREADS``/``OPENBLAS_NUM_THREADS``/``MKL_NUM_THREADS`` are set (on a busy 2-core machine
 a multi-threaded OpenBLAS made the batched gradient 100x slower).
 
+``--defaults``: the three samplers at their default step sizes (``step_size="auto"``,
+``step_size_tempering="auto"``: the warm-up's diagonal preconditioner, see ``docs/tact_hmc.md``)
+with the same budget (``tune`` covering ``--burn-in-epochs``), starts, noise, ``K`` and ladder;
+written to ``bnn_digits_defaults.json`` unless ``--output`` is given.
+
 Run: ``python benchmarks/bnn_digits.py`` (5 seeds, 0 % and 20 % permuted labels, both relabel
 modes; about 11 minutes on 2 busy cores), or e.g. ``--seeds 0 1 2 --draws 30 --relabel epoch``
 for a shorter run (``--help`` for every setting).
@@ -195,6 +200,11 @@ def run_sampler(model, variant, draws, relabel, settings, init, seed):
     params = {k: post[k].values.reshape(-1, *post[k].shape[2:]) for k in ("w1", "b1", "w2", "b2")}
     stats = idata.sample_stats
     return params, {
+        "step_size": float(idata.attrs["step_size"]),
+        "step_size_tempering": float(idata.attrs["step_size_tempering"]),
+        "warmup_blowups": int(idata.attrs.get("warmup_blowups", 0)),
+        **({"preconditioner_scale_median": float(np.median(idata["warmup"]["preconditioner_scale"]))}
+           if "warmup" in idata.children else {}),
         "steps": int(idata.attrs["n_steps"]),
         "draws_per_chain": int(draws),
         "mean_thermostat_theta": float(stats["thermostat_theta"].mean()),
@@ -260,7 +270,9 @@ def main():
         action="store_true",
         help="score on a validation split of the training set instead of the test set",
     )
-    parser.add_argument("--output", default=str(OUT / "bnn_digits.json"))
+    parser.add_argument("--output", default=None)
+    parser.add_argument("--defaults", action="store_true",
+                        help="the samplers' default (auto) step sizes instead of the tuned ones")
     args = parser.parse_args()
 
     x_tr, x_te, y_tr, y_te = load_data(args.test_fraction, args.validate)
@@ -268,9 +280,11 @@ def main():
     # warm-up in iterations of steps_per_sample steps, covering at least burn_in_epochs
     tune = math.ceil(args.burn_in_epochs * steps_per_epoch / args.steps_per_sample)
     burn_in = tune * args.steps_per_sample  # in steps
+    if args.output is None:
+        args.output = str(OUT / ("bnn_digits_defaults.json" if args.defaults else "bnn_digits.json"))
     settings = dict(
-        step_size=args.step_size_theta,
-        step_size_tempering=args.step_size_xi,
+        step_size="auto" if args.defaults else args.step_size_theta,
+        step_size_tempering="auto" if args.defaults else args.step_size_xi,
         noise=args.noise_theta,
         noise_tempering=args.noise_xi,
         steps_per_sample=args.steps_per_sample,
