@@ -140,18 +140,8 @@ def _iteration(plan: _Plan, phase=None):
                     if swapped is not theta:
                         state = state._replace(theta=swapped.reshape(state.theta.shape))
         except DivergenceError as err:
-            if phase is None or not phase["warm"]:
-                raise
-            phase["blowups"] += 1
-            if phase["blowups"] > thermostats.MAX_WARMUP_BLOWUPS:
-                raise DivergenceError(
-                    f"{err} The warm-up halved the step {thermostats.MAX_WARMUP_BLOWUPS} times "
-                    "after blow-ups and still diverges: check the model for regions where its "
-                    "log density is not finite, or pass a smaller step_size."
-                ) from err
-            phase["last_error"] = str(err)
-            state = thermostats.rescale(
-                loop.dynamics, settings, scale, 0.5 * scale, rng, tempering=False
+            state = thermostats.recover_warmup_blowup(
+                err, phase, loop.dynamics, settings, scale, rng, tempering=False
             )
             n = state.theta.shape[0]
             nan = np.full(n, np.nan)

@@ -104,18 +104,8 @@ def _iteration(logp_and_grad, steps_per_sample: int, resample_momenta: bool, cal
                     remedy="reduce step_size, raise noise or lengthen the warm-up (tune)",
                 )
         except DivergenceError as err:
-            if phase is None or not phase["warm"]:
-                raise
-            phase["blowups"] += 1
-            if phase["blowups"] > thermostats.MAX_WARMUP_BLOWUPS:
-                raise DivergenceError(
-                    f"{err} The warm-up halved the step {thermostats.MAX_WARMUP_BLOWUPS} times "
-                    "after blow-ups and still diverges: check the model for regions where its "
-                    "log density is not finite, or pass a smaller step_size."
-                ) from err
-            phase["last_error"] = str(err)
-            state = thermostats.rescale(
-                loop.dynamics, settings, scale, 0.5 * scale, rng, tempering=settings.tempering
+            state = thermostats.recover_warmup_blowup(
+                err, phase, loop.dynamics, settings, scale, rng, tempering=settings.tempering
             )
             n = state.theta.shape[0]
             nan = np.full(n, np.nan)

@@ -56,6 +56,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pymc_tempering.kernels import Info, check_finite
+from pymc_tempering.sampling import DivergenceError
 
 __all__ = [
     "TACTSettings",
@@ -619,6 +620,36 @@ def rescale(
         z_xi=np.full(n, float(settings.c_xi)) if tempering else state.z_xi,
     )
     return refresh_momenta(state, settings, rng, tempering=tempering)
+
+
+def recover_warmup_blowup(
+    err: Exception,
+    phase: dict | None,
+    state: TACTState,
+    settings: TACTSettings,
+    scale: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    tempering: bool,
+) -> TACTState:
+    """Undo a blow-up during the warm-up: the chains moved to a preconditioner half as wide.
+
+    Re-raises ``err`` outside the warm-up (``phase`` None or not warm), and a
+    :class:`DivergenceError` once more than ``MAX_WARMUP_BLOWUPS`` blow-ups were undone;
+    otherwise counts the blow-up in ``phase`` and returns ``state`` rescaled to ``scale / 2``
+    (:func:`rescale`), from which the iteration is repeated.
+    """
+    if phase is None or not phase["warm"]:
+        raise err
+    phase["blowups"] += 1
+    if phase["blowups"] > MAX_WARMUP_BLOWUPS:
+        raise DivergenceError(
+            f"{err} The warm-up halved the step {MAX_WARMUP_BLOWUPS} times "
+            "after blow-ups and still diverges: check the model for regions where its "
+            "log density is not finite, or pass a smaller step_size."
+        ) from err
+    phase["last_error"] = str(err)
+    return rescale(state, settings, scale, 0.5 * scale, rng, tempering=tempering)
 
 
 def start_preconditioner(
