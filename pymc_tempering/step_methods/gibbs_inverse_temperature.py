@@ -251,6 +251,7 @@ def sample_gibbs_ct(
     bootstrap_draws: int = 500,
     target_accept: float | None = None,
     max_extensions: int = 2,
+    target_se: float | None = 0.3,
     nuts_sampler: str | None = None,
     x_step: str = "nuts",
     **sample_kwargs,
@@ -271,12 +272,14 @@ def sample_gibbs_ct(
         As in :func:`~pymc_tempering.sample_ct`.
     bootstrap, bootstrap_draws : int
         Bootstrap rounds before the final run and their length, as in
-        :func:`~pymc_tempering.sample_ct`.
+        :func:`~pymc_tempering.sample_ct`. One round by default here: PyMC's own sampler
+        compiles the model cheaply, so a round costs only its draws.
     target_accept : float, optional
         Of the step method for ``x``; default 0.9 for NUTS (as in
         :func:`~pymc_tempering.sample_ct`) and PyMC's 0.65 for HMC.
-    max_extensions : int
-        Self-extension budget, as in :func:`~pymc_tempering.sample_ct`.
+    max_extensions, target_se
+        Self-extension budget and the standard error that triggers an extension, as in
+        :func:`~pymc_tempering.sample_ct`.
     nuts_sampler : {None, "pymc"}
         Only PyMC's own sampler runs step methods; other values raise ``ValueError``.
     random_seed : int or Generator, optional
@@ -363,4 +366,5 @@ def sample_gibbs_ct(
         tune,
         target_accept,
         max_extensions,
+        target_se,
     )
