@@ -131,3 +131,43 @@ def test_run_raises_target_accept_after_divergences():
     assert "divergences" in str(first["kind"].values)
     assert float(first["target_accept"]) == 0.9
     assert idata.attrs["target_accept"] == pytest.approx(0.95)
+
+
+def test_default_base_is_laplace_where_importance_sampling_confirms_it():
+    """Each mode of the two-mode mixture is a Gaussian, so its Laplace approximation is exact:
+    the default base needs no ADVI, and its importance-sampling log_zeta is log Z = 0 (the
+    base is the target up to the finite-difference Hessian and the exp(-32) overlap)."""
+    with two_modes():
+        base = pmt.fit_base(method="laplace", random_seed=seed(88), progressbar=False)
+    assert base.method == "Laplace mixture of 2"
+    assert all(c.method == "laplace" for c in base.components)
+    assert abs(base.log_zeta) < 1e-4
+
+
+def test_default_base_falls_back_to_advi_on_a_shell():
+    """A thin 3-D Gaussian shell (radius 2, width 0.1, off the centre of its box, as in the
+    evidence suite): a Gaussian at a point of the shell is no description of it, its
+    importance-sampling estimate is nats below its Laplace mass, and the base is the ADVI
+    mixture instead."""
+    centre = np.array([3.5, 0.0, 0.0])
+    with pm.Model():
+        x = pm.Uniform("x", -6.0, 6.0, shape=3)
+        radius = pm.math.sqrt(pm.math.sum((x - centre) ** 2))
+        pm.Potential("shell", pm.logp(pm.Normal.dist(2.0, 0.1), radius))
+        base = pmt.fit_base(method="laplace", random_seed=seed(89), progressbar=False)
+    assert base.method.startswith("mixture of")
+    assert all(c.method == "advi" for c in base.components)
+
+
+def test_run_extends_itself_while_the_standard_error_is_above_target_se():
+    with pm.Model():
+        pm.Normal("x", 1.0, 2.0)
+        idata = pmt.sample_ct(
+            draws=200, tune=200, chains=2, max_extensions=1, target_se=1e-12,
+            random_seed=seed(90), progressbar=False,
+        )
+        with pytest.raises(ValueError, match="target_se"):
+            pmt.sample_ct(target_se=-1.0, progressbar=False)
+    (kind,) = idata["bootstrap"]["kind"].values
+    assert "standard error" in str(kind) and "refit" in str(kind)
+    assert idata.attrs["extensions"] == 1
