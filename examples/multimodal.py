@@ -56,7 +56,7 @@ def main(argv=None):
 
     with model:
         base = pmt.fit_base(method="prior", random_seed=args.seed, progressbar=False)
-        idata = pmt.sample_ct(base=base, draws=args.draws, random_seed=args.seed,
+        idata = pmt.sample_ct(base=base, draws=args.draws, bootstrap=1, random_seed=args.seed,
                               progressbar=False)
 
     lml = pmt.log_marginal_likelihood(idata)
