@@ -178,7 +178,7 @@ def sample_ct(
         bounds on log Z; the tighter one spreads the inverse temperature over (0, 1) instead
         of piling it up at 1 (on a 53-parameter hierarchical model the ELBO is 8 nats low, the
         importance-sampling estimate within 0.5).
-    bootstrap : int
+    bootstrap : int or None
         Rounds of the bootstrap of section 6 before the final run: each round runs
         ``bootstrap_draws`` tuning and draws per chain, then takes as the next base the
         full-covariance Gaussian of its weighted moments (:func:`base_from_result`) and as the
