@@ -155,9 +155,10 @@ def test_default_base_falls_back_to_advi_on_a_shell():
         radius = pm.math.sqrt(pm.math.sum((x - centre) ** 2))
         pm.Potential("shell", pm.logp(pm.Normal.dist(2.0, 0.1), radius))
         base = pmt.fit_base(method="laplace", random_seed=seed(89), progressbar=False)
-        # an unchecked (ADVI) base gets a bootstrap round by default, a checked Laplace one none
+        # a base passed in gets a bootstrap round by default, one fitted by sample_ct none
         idata = pmt.sample_ct(
-            200, tune=200, chains=2, max_extensions=0, random_seed=seed(89), progressbar=False
+            200, tune=200, chains=2, max_extensions=0, base=base, random_seed=seed(89),
+            progressbar=False,
         )
     assert base.method.startswith("mixture of")
     assert all(c.method == "advi" for c in base.components)
@@ -173,7 +174,7 @@ def test_run_extends_itself_while_the_standard_error_is_above_target_se():
         )
         with pytest.raises(ValueError, match="target_se"):
             pmt.sample_ct(target_se=-1.0, progressbar=False)
-    assert idata.attrs["bootstrap"] == 0  # the Laplace base of a Gaussian passed its check
+    assert idata.attrs["bootstrap"] == 0  # the base sample_ct fitted
     (kind,) = idata["bootstrap"]["kind"].values
     assert "standard error" in str(kind) and "refit" in str(kind)
     assert idata.attrs["extensions"] == 1
