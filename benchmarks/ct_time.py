@@ -5,8 +5,8 @@ warm-up run that pays the one-off imports and numba compilation: ``pmt.sample_ct
 defaults with its phases timed by wrapping the functions that do them, then
 ``pm.sample_smc(draws=2000, chains=2)`` on the same model. Phases:
 
-- ``mode search``: :func:`pymc_tempering.find_modes` (with the compilation of the model's log
-  density and of its prior draws);
+- ``mode search``: the L-BFGS runs of :func:`pymc_tempering.find_modes` (with the compilation
+  of the model's log density and of its prior draws);
 - ``ADVI``: the ``pm.fit`` runs of the mixture base (compilation included);
 - ``log_zeta``: the importance-sampling estimates of log zeta;
 - ``NUTS compile``: ``nutpie.compile_pymc_model``, once per run (bootstrap round, final run,
@@ -14,8 +14,12 @@ defaults with its phases timed by wrapping the functions that do them, then
 - ``NUTS sampling``: ``nutpie.sample``;
 - ``other``: the rest (building the tempered models, the result trees, ``diagnose``).
 
-Run: ``.venv/bin/python benchmarks/ct_time.py [--problems a,b] [--seed 0]``. Writes
-``benchmarks/results/ct_time.json`` and prints a markdown table. Timings are of one run each on
+The radon models of :mod:`pymc_tempering.datasets` are problems too: ``radon_alpha``
+(``radon_model(non_centered="alpha")``), ``radon_intercepts`` and ``radon_pooled``, with their
+exact log Z.
+
+Run: ``.venv/bin/python benchmarks/ct_time.py [--problems a,b] [--seed 0] [--out PATH]``.
+Writes ``benchmarks/results/ct_time.json`` (or ``--out``) and prints a markdown table. Timings are of one run each on
 a shared machine: compare the ratios within a row, not absolute times across runs.
 """
 
@@ -26,6 +30,7 @@ import json
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import pymc as pm
@@ -36,6 +41,12 @@ import nutpie  # noqa: E402
 from evidence_suite import PROBLEMS  # noqa: E402
 
 import pymc_tempering as pmt  # noqa: E402
+from pymc_tempering.datasets import (  # noqa: E402
+    radon_intercepts_model,
+    radon_log_marginal_likelihood,
+    radon_model,
+    radon_pooled_model,
+)
 from pymc_tempering import base as base_module  # noqa: E402
 from pymc_tempering.transforms import continuous_tempering as ct_module  # noqa: E402
 
@@ -58,7 +69,7 @@ def _timed(owner, name, phase):
 
 
 def _instrument():
-    _timed(base_module, "find_modes", "mode search")
+    _timed(base_module, "_search", "mode search")
     _timed(base_module, "_fit_advi", "ADVI")
     _timed(base_module, "estimate_log_zeta", "log_zeta")
     _timed(ct_module, "estimate_log_zeta", "log_zeta")
@@ -66,8 +77,30 @@ def _instrument():
     _timed(nutpie, "sample", "NUTS sampling")
 
 
+RADON = {
+    "radon_alpha": lambda: radon_model(non_centered="alpha"),
+    "radon_intercepts": radon_intercepts_model,
+    "radon_pooled": radon_pooled_model,
+}
+RADON_TRUTH = {"radon_alpha": "full", "radon_intercepts": "intercepts", "radon_pooled": "pooled"}
+
+
+@dataclass(frozen=True)
+class _Radon:
+    """A radon model in the shape of an evidence-suite problem (``build`` and ``log_z``)."""
+
+    name: str
+
+    def build(self):
+        return RADON[self.name]()
+
+    @property
+    def log_z(self) -> float:
+        return radon_log_marginal_likelihood(model=RADON_TRUTH[self.name])
+
+
 def run(name: str, seed: int) -> dict:
-    problem = PROBLEMS[name]
+    problem = _Radon(name) if name in RADON else PROBLEMS[name]
     TIMES.clear()
     start = time.perf_counter()
     with problem.build():
@@ -76,7 +109,8 @@ def run(name: str, seed: int) -> dict:
     lml = pmt.log_marginal_likelihood(idata)
     row = {"problem": name, "seed": seed, "ct_total": total, **{p: TIMES.get(p, 0.0) for p in PHASES}}
     row["other"] = total - sum(TIMES.values())
-    row["nuts_runs"] = 2 + int(idata.attrs["extensions"])  # bootstrap round, final, extensions
+    # bootstrap rounds, the final run, extensions
+    row["nuts_runs"] = 1 + int(idata.attrs["bootstrap"]) + int(idata.attrs["extensions"])
     row["ct_error"] = lml.estimate - problem.log_z
     row["ct_reliable"] = lml.reliable
     start = time.perf_counter()
@@ -101,7 +135,9 @@ def table(rows) -> str:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--problems", default=",".join(PROBLEMS))
+    parser.add_argument("--problems", default=",".join(PROBLEMS),
+                        help=f"of: {', '.join([*PROBLEMS, *RADON])}")
+    parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
@@ -111,7 +147,7 @@ def main(argv=None):
     for name in args.problems.split(","):
         rows.append(run(name, args.seed))
         print(table(rows[-1:]).splitlines()[-1], flush=True)
-    OUT.write_text(json.dumps(rows, indent=1))
+    Path(args.out).write_text(json.dumps(rows, indent=1))
     print(table(rows))
 
 

@@ -69,7 +69,7 @@ from pymc_tempering.datasets import radon_log_marginal_likelihood, radon_model
 RESULTS = Path(__file__).parent / "results"
 CT_SAMPLERS = ("nutpie", "pymc", "numpyro")
 PARAMETERISATIONS = {"both": True, "alpha": "alpha", "none": False}
-METHODS = tuple(f"ct-{s}" for s in CT_SAMPLERS) + ("smc", "ais")
+METHODS = tuple(f"ct-{s}" for s in CT_SAMPLERS) + ("ct-defaults", "smc", "ais")
 
 
 def run_one(model, method: str, seed: int, args, base=None) -> dict:
@@ -77,14 +77,19 @@ def run_one(model, method: str, seed: int, args, base=None) -> dict:
     extra = {}
     with warnings.catch_warnings(), model:
         warnings.simplefilter("ignore")
-        if method.startswith("ct-"):
+        if method == "ct-defaults":
+            # what a user gets from `with model: pmt.sample_ct()`
+            idata = pmt.sample_ct(random_seed=seed, progressbar=False)
+        elif method.startswith("ct-"):
             idata = pmt.sample_ct(
                 draws=args.ct_draws, bootstrap=args.ct_bootstrap, nuts_sampler=method[3:],
                 base=base, random_seed=seed, progressbar=False,
                 **({} if args.ct_target_accept is None else {"target_accept": args.ct_target_accept}),
             )
+        if method.startswith("ct-"):
             lml = pmt.log_marginal_likelihood(idata)
             est, se = lml.estimate, lml.standard_error
+            extra["reliable"] = bool(lml.reliable)
             extra["diagnostics_ok"] = bool(pmt.diagnose(idata).ok)
             extra["divergences"] = int(idata["sample_stats"]["diverging"].sum())
         elif method == "smc" or method.startswith("smc-"):
