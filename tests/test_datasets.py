@@ -124,3 +124,105 @@ def test_radon_model_non_centres_the_groups_asked_for():
     assert names[("beta",)] == ["alpha", "beta_offset"]
     with pytest.raises(ValueError, match="non_centered"):
         radon_model(non_centered="gamma")
+
+
+# The radon models with exact evidence: builder, Gaussian coefficients (integrated out in closed
+# form given the scales), and the log scales at which to check the closed form.
+RADON_MODELS = {
+    "full": ("radon_model", ("mu_alpha", "mu_beta", "alpha", "beta"),
+             ("sigma_alpha_log__", "sigma_beta_log__", "epsilon_log__"),
+             ([-1.8, 0.6, -0.32], [-8.0, -1.0, -0.2], [0.5, 2.0, 0.1])),
+    "intercepts": ("radon_intercepts_model", ("mu_alpha", "alpha", "beta"),
+                   ("sigma_alpha_log__", "sigma_log__"),
+                   ([-1.1, -0.32], [-8.0, -0.25], [0.5, 0.1])),
+    "pooled": ("radon_pooled_model", ("alpha", "beta"), ("sigma_log__",),
+               ([-0.24], [-0.5], [0.3])),
+}
+
+
+@pytest.mark.parametrize("which", list(RADON_MODELS))
+def test_radon_closed_form_matches_each_models_log_density(which):
+    """The closed form behind ``radon_log_marginal_likelihood(model=...)`` against PyMC.
+
+    As in the slow test above: with the log scales fixed, the model's log density is quadratic
+    in its Gaussian coefficients, so one Newton step from any point reaches their mode and
+    ``logp(mode) + k/2 log 2 pi - 1/2 log det(-H)`` is their exact integral. Being quadratic,
+    its Hessian is the difference of gradients a unit step apart, exactly up to rounding (no
+    second-derivative graph to compile, so this runs in seconds).
+    """
+    import pymc_tempering.datasets as datasets
+
+    builder, coefficients, scale_names, scale_points = RADON_MODELS[which]
+    model = getattr(datasets, builder)()
+    gaussian = [model[name] for name in coefficients]
+    assert {v.name for v in model.value_vars} == {*coefficients, *scale_names}
+    logp = model.compile_logp()
+    dlogp = model.compile_dlogp(vars=gaussian)
+    conditional = datasets._radon_conditional(model=which)
+    shapes = [model.initial_point()[name].shape for name in coefficients]
+    bounds = np.cumsum([0, *(int(np.prod(s)) for s in shapes)])
+
+    def as_point(flat, scales):
+        point = {name: flat[bounds[i]:bounds[i + 1]].reshape(shapes[i])
+                 for i, name in enumerate(coefficients)}
+        return dict(point, **dict(zip(scale_names, scales, strict=True)))
+
+    rng = np.random.default_rng(seed(2))
+    for scales in scale_points:
+        x = rng.normal(size=bounds[-1])
+        grad = dlogp(as_point(x, scales))
+        H = np.column_stack([dlogp(as_point(x + e, scales)) - grad for e in np.eye(len(x))])
+        H = (H + H.T) / 2
+        mode = x + np.linalg.solve(-H, grad)
+        laplace = (logp(as_point(mode, scales)) + len(x) / 2 * np.log(2 * np.pi)
+                   - np.linalg.slogdet(-H)[1] / 2)
+        np.testing.assert_allclose(conditional(*scales), laplace, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "which, bounds, finer, wider",
+    [
+        ("intercepts", (-1065, -1064), (0.025, 0.005), ((-20.0, 6.0), (-0.6, 0.6))),
+        ("pooled", (-1103, -1102), (0.005,), ((-0.6, 0.6),)),
+    ],
+)
+def test_radon_log_marginal_likelihood_quadrature_converged_for_each_model(
+    which, bounds, finer, wider
+):
+    """Half the spacing, or twice the grid, moves each estimate by less than 1e-6 nats."""
+    from pymc_tempering.datasets import (
+        _RADON_GRIDS,
+        _radon_log_evidence,
+        radon_log_marginal_likelihood,
+    )
+
+    value = radon_log_marginal_likelihood(model=which)
+    assert bounds[0] < value < bounds[1]
+    _, half_widths, spacing = _RADON_GRIDS[which]
+    np.testing.assert_allclose(finer, np.asarray(spacing) / 2)
+    np.testing.assert_allclose(wider, 2 * np.asarray(half_widths))
+    assert abs(_radon_log_evidence(None, spacing=finer, model=which) - value) < 1e-6
+    assert abs(_radon_log_evidence(None, half_widths=wider, model=which) - value) < 1e-6
+
+
+def test_radon_log_marginal_likelihood_full_by_default_and_refuses_unknown_models():
+    from pymc_tempering.datasets import radon_log_marginal_likelihood
+
+    assert radon_log_marginal_likelihood(model="full") == radon_log_marginal_likelihood()
+    with pytest.raises(ValueError, match="model must be one of 'full', 'intercepts', 'pooled'"):
+        radon_log_marginal_likelihood(model="hierarchical")
+
+
+def test_radon_pooled_and_intercepts_models():
+    from pymc_tempering.datasets import radon_intercepts_model, radon_pooled_model
+
+    pooled, intercepts = radon_pooled_model(), radon_intercepts_model()
+    assert [rv.name for rv in pooled.free_RVs] == ["alpha", "beta", "sigma"]
+    assert [rv.name for rv in intercepts.free_RVs] == [
+        "mu_alpha", "sigma_alpha", "alpha", "beta", "sigma"
+    ]
+    assert intercepts.named_vars_to_dims["alpha"] == ("county",)
+    np.testing.assert_array_equal(intercepts.coords["county"], np.arange(85))
+    # a subset of the data gives a model of that subset
+    data = load_radon().iloc[:100]
+    assert radon_pooled_model(data)["log_radon"].eval().shape == (100,)
