@@ -18,7 +18,7 @@ The radon models of :mod:`pymc_tempering.datasets` are problems too: ``radon_alp
 (``radon_model(non_centered="alpha")``), ``radon_intercepts`` and ``radon_pooled``, with their
 exact log Z.
 
-Run: ``.venv/bin/python benchmarks/ct_time.py [--problems a,b] [--seed 0] [--out PATH]``.
+Run: ``.venv/bin/python benchmarks/ct_time.py [--problems a,b] [--seed 0] [--seeds 1] [--out PATH]``.
 Writes ``benchmarks/results/ct_time.json`` (or ``--out``) and prints a markdown table. Timings are of one run each on
 a shared machine: compare the ratios within a row, not absolute times across runs.
 """
@@ -112,7 +112,8 @@ def run(name: str, seed: int) -> dict:
     # bootstrap rounds, the final run, extensions
     row["nuts_runs"] = 1 + int(idata.attrs["bootstrap"]) + int(idata.attrs["extensions"])
     row["ct_error"] = lml.estimate - problem.log_z
-    row["ct_reliable"] = lml.reliable
+    row["ct_se"] = lml.standard_error
+    row["ct_reliable"] = bool(lml.reliable)
     start = time.perf_counter()
     with problem.build():
         smc = pm.sample_smc(draws=2000, chains=2, random_seed=seed, progressbar=False)
@@ -122,13 +123,14 @@ def run(name: str, seed: int) -> dict:
 
 
 def table(rows) -> str:
-    head = "| problem | ct total s | " + " | ".join(PHASES) + " | other | NUTS runs | SMC s | ct / SMC |"
-    lines = [head, "|" + "---|" * (len(PHASES) + 6)]
+    head = "| problem | seed | ct total s | " + " | ".join(PHASES) + " | other | NUTS runs | SMC s | ct / SMC | ct error | ct SE | reliable | SMC error |"
+    lines = [head, "|" + "---|" * (len(PHASES) + 7)]
     for r in rows:
         lines.append(
-            f"| {r['problem']} | {r['ct_total']:.1f} | "
+            f"| {r['problem']} | {r['seed']} | {r['ct_total']:.1f} | "
             + " | ".join(f"{r[p]:.1f}" for p in PHASES)
             + f" | {r['other']:.1f} | {r['nuts_runs']} | {r['smc_total']:.1f} | {r['ct_total'] / r['smc_total']:.1f} |"
+            + f" {r['ct_error']:+.3f} | {r['ct_se']:.3f} | {r['ct_reliable']} | {r['smc_error']:+.3f} |"
         )
     return "\n".join(lines)
 
@@ -138,15 +140,17 @@ def main(argv=None):
     parser.add_argument("--problems", default=",".join(PROBLEMS),
                         help=f"of: {', '.join([*PROBLEMS, *RADON])}")
     parser.add_argument("--out", default=str(OUT))
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="the first seed")
+    parser.add_argument("--seeds", type=int, default=1, help="how many seeds, each over every problem")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     _instrument()
     run("gauss_in_box", args.seed + 1000)  # warm-up, not reported
     rows = []
-    for name in args.problems.split(","):
-        rows.append(run(name, args.seed))
-        print(table(rows[-1:]).splitlines()[-1], flush=True)
+    for seed in range(args.seed, args.seed + args.seeds):
+        for name in args.problems.split(","):
+            rows.append(run(name, seed))
+            print(table(rows[-1:]).splitlines()[-1], flush=True)
     Path(args.out).write_text(json.dumps(rows, indent=1))
     print(table(rows))
 
