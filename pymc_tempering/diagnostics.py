@@ -94,6 +94,10 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
     - ``chains_log_z_chi2_p``: the p-value of the per-chain log Z estimates agreeing within
       their standard errors (chi-square with chains - 1 degrees of freedom); a problem below
       0.001.
+    - ``standard_error``: when the result carries the ``target_se`` it was run for (root attrs
+      of :func:`~pymc_tempering.sample_ct` and :func:`~pymc_tempering.sample_gibbs_ct`), the
+      standard error of log Z against it; a problem above it: the run's extensions did not
+      bring it down, and an estimate that imprecise is not what the run was asked for.
 
     Parameters
     ----------
@@ -112,6 +116,10 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
             f"The model has improper priors ({idata.attrs['improper_prior']}): it has no "
             "marginal likelihood, and the weights bridge to a density that does not integrate "
             "to one. Give those variables proper priors to compare models by evidence."
+        )
+    if "target_se" in idata.attrs and "log_marginal_likelihood_se" in idata.attrs:
+        _check_precision(
+            checks, float(idata.attrs["log_marginal_likelihood_se"]), float(idata.attrs["target_se"])
         )
     stats_ = idata["sample_stats"] if "sample_stats" in idata.children else None
     posterior = idata["posterior"] if "posterior" in idata.children else None
@@ -297,6 +305,19 @@ def _check_modes(checks: _Checks, idata: DataTree) -> None:
             f"{-np.log1p(-min(missed_mass, 0.999)):.2f} nats or more and its standard error "
             "does not show it. Pass a base that covers every mode (fit_base(method="
             "'mixture', n_fits=...)), or run longer."
+        )
+
+
+def _check_precision(checks: _Checks, se: float, target_se: float) -> None:
+    checks.add(
+        "standard_error", se, f"<= {target_se:g}", se <= target_se,
+        "standard error of log Z against the target_se the run was asked for",
+    )
+    if se > target_se:
+        checks.problems.append(
+            f"The standard error of log Z ({se:.3g}) is above target_se ({target_se:g}) after "
+            "the extensions allowed: run longer chains (draws) or allow more extensions "
+            "(max_extensions), or pass a larger target_se if that precision is enough."
         )
 
 

@@ -178,3 +178,10 @@ def test_run_extends_itself_while_the_standard_error_is_above_target_se():
     (kind,) = idata["bootstrap"]["kind"].values
     assert "standard error" in str(kind) and "refit" in str(kind)
     assert idata.attrs["extensions"] == 1
+    # still above target_se when the budget is spent: unreliable, and the reason given
+    lml = pmt.log_marginal_likelihood(idata)
+    assert not lml.reliable
+    assert any("above target_se" in p for p in lml.problems)
+    assert not pmt.diagnose(idata).checks.loc["standard_error", "ok"]
+    idata.attrs["target_se"] = 1.0  # the same run asked for less precision: no problem
+    assert pmt.diagnose(idata).checks.loc["standard_error", "ok"]

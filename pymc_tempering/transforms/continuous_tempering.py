@@ -206,8 +206,10 @@ def sample_ct(
         are recorded in the ``bootstrap`` group. ``0`` turns it off.
     target_se : float or None
         A final run whose standard error of log Z is above this is repeated too, with the base
-        and ``log_zeta`` refitted to it (within the same ``max_extensions`` budget). ``None``
-        accepts any standard error.
+        and ``log_zeta`` refitted to it (within the same ``max_extensions`` budget); one whose
+        standard error is still above it when the budget is spent is marked unreliable
+        (:func:`~pymc_tempering.diagnose`'s ``standard_error`` check). ``None`` accepts any
+        standard error.
     nuts_sampler : {"pymc", "nutpie", "numpyro", "blackjax"}, optional
         Passed to :func:`pymc.sample`; ``None`` lets PyMC choose.
     random_seed : int or numpy.random.Generator, optional
@@ -414,7 +416,7 @@ def run_with_bootstrap(
             target_accept = 1 - (1 - target_accept) / 2
             reasons.append("divergences")
         missed = _missed(result, base)
-        others = failed - {"divergences", "pareto_khat", "missed_mode_mass"}
+        others = failed - {"divergences", "pareto_khat", "missed_mode_mass", "standard_error"}
         if missed is not None:
             base, log_zeta = _widen(target, base, log_zeta, missed, zeta_seed)
             reasons.append("a missed mode")
@@ -435,6 +437,8 @@ def run_with_bootstrap(
     result.attrs["bootstrap"] = int(bootstrap)
     result.attrs["extensions"] = len(rounds) - int(bootstrap)
     result.attrs["target_accept"] = float(target_accept)
+    if target_se is not None:
+        result.attrs["target_se"] = float(target_se)  # diagnose compares the final run with it
     warn_problems(result, stacklevel=4)
     return result
 
