@@ -124,7 +124,7 @@ def run(name: str, seed: int) -> dict:
 
 def table(rows) -> str:
     head = "| problem | seed | ct total s | " + " | ".join(PHASES) + " | other | NUTS runs | SMC s | ct / SMC | ct error | ct SE | reliable | SMC error |"
-    lines = [head, "|" + "---|" * (len(PHASES) + 7)]
+    lines = [head, "|" + "---|" * (len(PHASES) + 11)]
     for r in rows:
         lines.append(
             f"| {r['problem']} | {r['seed']} | {r['ct_total']:.1f} | "
