@@ -12,6 +12,7 @@ from functools import cached_property
 
 import numpy as np
 import pymc as pm
+import pytensor
 import pytensor.tensor as pt
 from pymc.model import modelcontext
 from scipy import linalg, optimize
@@ -421,11 +422,12 @@ def fit_base(
     method : {"advi", "fullrank_advi", "mixture", "laplace", "prior"}
         - ``"advi"`` (mean-field) and ``"fullrank_advi"`` run :func:`pymc.fit` with Adam
           (step 0.01) until the mean loss of 500 iterations gains less than 0.1 nats on the
-          500 before, or ``n`` iterations; ``log_zeta`` is the ELBO averaged over the last 10%
+          500 before, twice in a row; then with a step of 0.001 until that happens again, or
+          ``n`` iterations in all; ``log_zeta`` is the ELBO averaged over the last 10%
           of the iterations. (PyMC's default optimiser, adagrad with a step of 0.001, left the
           92-parameter radon model's fits 100 to 2000 nats below log Z after 10,000 iterations;
-          Adam came within 3 nats in 2000 to 8500.) Pass ``obj_optimizer`` or ``callbacks``
-          to override either.
+          Adam came within 3 nats in 2000 to 8500.) Pass ``obj_optimizer`` to use another
+          optimiser (then without the schedule and the stop), or ``callbacks``.
         - ``"mixture"`` (section 6 of the CT paper): a mode search first
           (:func:`find_modes`: L-BFGS from prior draws, the distinct converged maxima with
           their Laplace masses); then mean-field ADVI runs from the ``n_fits`` most dispersed
@@ -504,8 +506,10 @@ def _fit_advi(
 ) -> Base:
     if start_sd is not None:
         fit_kwargs["start_sigma"] = target.unravel(start_sd)
-    fit_kwargs.setdefault("obj_optimizer", pm.adam(learning_rate=ADVI_LEARNING_RATE))
-    fit_kwargs.setdefault("callbacks", [_plateau])
+    if "obj_optimizer" not in fit_kwargs:
+        learning_rate = pytensor.shared(np.asarray(ADVI_LEARNING_RATE, dtype=pytensor.config.floatX))
+        fit_kwargs["obj_optimizer"] = pm.adam(learning_rate=learning_rate)
+        fit_kwargs.setdefault("callbacks", [_ReduceOnPlateau(learning_rate)])
     try:
         approx = pm.fit(
             n,
@@ -551,17 +555,43 @@ def _fit_advi(
     )
 
 
-ADVI_WINDOW = 500  # iterations whose mean loss _plateau compares with the window before
+ADVI_WINDOW = 500  # iterations whose mean loss _plateau compares with the windows before
+ADVI_DECAY = 0.1  # Adam's step is cut by this at the first plateau, and the fit stops at the next
 
 
-def _plateau(approx, losses, i):
-    """A :func:`pymc.fit` callback: stop once the mean loss of the last ``ADVI_WINDOW``
-    iterations is less than ``ADVI_TOLERANCE`` nats below that of the window before (the fit
-    has stopped improving; the rest of the iterations would only add noise)."""
-    if i % ADVI_WINDOW or len(losses) < 2 * ADVI_WINDOW:
-        return
-    last, before = losses[-ADVI_WINDOW:], losses[-2 * ADVI_WINDOW : -ADVI_WINDOW]
-    if np.mean(before) - np.mean(last) < ADVI_TOLERANCE:
+def _plateau(losses) -> bool:
+    """Whether the mean loss has gained less than ``ADVI_TOLERANCE`` nats in each of the last
+    two windows of ``ADVI_WINDOW`` iterations. One window is not enough: the noise of a noisy
+    ELBO's window means stopped full-rank fits of a two-parameter model early, 5 nats of ELBO
+    short, in two seeds of six."""
+    if len(losses) < 3 * ADVI_WINDOW:
+        return False
+    n = len(losses)
+    means = [np.mean(losses[n - (k + 1) * ADVI_WINDOW : n - k * ADVI_WINDOW]) for k in range(3)]
+    return bool(means[1] - means[0] < ADVI_TOLERANCE and means[2] - means[1] < ADVI_TOLERANCE)
+
+
+class _ReduceOnPlateau:
+    """A :func:`pymc.fit` callback: at the first plateau of the loss (:func:`_plateau`, checked
+    at the end of each window) cut Adam's step (a shared variable) by ``ADVI_DECAY``, and stop
+    at the next plateau. Adam's constant step leaves its last iterate jittering around the
+    optimum (up to 0.15 standard deviations in the means of a 1-D Gaussian's fits, after 10,000
+    iterations at 0.01); the smaller step settles it."""
+
+    def __init__(self, learning_rate):
+        self.learning_rate = learning_rate
+        self.decayed_at = None
+
+    def __call__(self, approx, losses, i):
+        if i % ADVI_WINDOW:
+            return
+        since = losses if self.decayed_at is None else losses[self.decayed_at :]
+        if not _plateau(since):
+            return
+        if self.decayed_at is None:
+            self.learning_rate.set_value(self.learning_rate.get_value() * ADVI_DECAY)
+            self.decayed_at = len(losses)
+            return
         raise StopIteration(f"The ELBO stopped improving after {i} iterations.")
 
 

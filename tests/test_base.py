@@ -70,18 +70,36 @@ def test_fit_base_on_conjugate_model(method):
     assert base.log_zeta < log_z + 0.02  # a lower bound, up to the noise of its average
 
 
-def test_advi_stops_when_the_elbo_stops_improving():
-    from pymc_tempering.base import ADVI_TOLERANCE, ADVI_WINDOW, _plateau
+def test_advi_cuts_its_step_then_stops_when_the_elbo_stops_improving():
+    from pymc_tempering.base import (
+        ADVI_DECAY,
+        ADVI_TOLERANCE,
+        ADVI_WINDOW,
+        _plateau,
+        _ReduceOnPlateau,
+    )
 
     rng = np.random.default_rng(0)
-    noise = rng.normal(0.0, 1.0, 4 * ADVI_WINDOW)
-    falling = 100.0 - 20 * ADVI_TOLERANCE * np.arange(4 * ADVI_WINDOW) / ADVI_WINDOW + noise
-    for i in (ADVI_WINDOW, 2 * ADVI_WINDOW, 4 * ADVI_WINDOW):
-        _plateau(None, falling[:i], i)  # still gaining 20 tolerances a window: goes on
-    _plateau(None, noise[: 2 * ADVI_WINDOW + 1], 2 * ADVI_WINDOW + 1)  # not at a window's end
+    noise = rng.normal(0.0, 1.0, 6 * ADVI_WINDOW)
+    falling = 100.0 - 20 * ADVI_TOLERANCE * np.arange(4 * ADVI_WINDOW) / ADVI_WINDOW + noise[: 4 * ADVI_WINDOW]
+    for i in (ADVI_WINDOW, 2 * ADVI_WINDOW, 3 * ADVI_WINDOW, 4 * ADVI_WINDOW):
+        assert not _plateau(falling[:i])  # still gaining 20 tolerances a window
+    # window means differ by ~0.006 (noise sd 0.1), far below the tolerance
+    flat = 100.0 + 0.1 * noise
+    assert _plateau(flat[: 3 * ADVI_WINDOW])
+    # one flat window after a falling one is not yet a plateau
+    assert not _plateau(np.concatenate([falling[:ADVI_WINDOW] + 50.0, flat[: 2 * ADVI_WINDOW]]))
+
+    step = pytensor.shared(0.01)
+    callback = _ReduceOnPlateau(step)
+    callback(None, flat[: 3 * ADVI_WINDOW + 1], 3 * ADVI_WINDOW + 1)  # not at a window's end
+    assert step.get_value() == 0.01
+    callback(None, flat[: 3 * ADVI_WINDOW], 3 * ADVI_WINDOW)  # first plateau: a smaller step
+    assert step.get_value() == pytest.approx(0.01 * ADVI_DECAY)
+    # the next plateau is judged on the windows after the cut only
+    callback(None, flat[: 5 * ADVI_WINDOW], 5 * ADVI_WINDOW)
     with pytest.raises(StopIteration):
-        # flat: window means differ by ~0.006 (noise sd 0.1), far below the tolerance
-        _plateau(None, 100.0 + 0.1 * noise[: 2 * ADVI_WINDOW], 2 * ADVI_WINDOW)
+        callback(None, flat[: 6 * ADVI_WINDOW], 6 * ADVI_WINDOW)
 
 
 def test_fit_base_orders_like_target(normal_model):
