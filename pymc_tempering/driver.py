@@ -190,7 +190,7 @@ def driver_result(
         **build_kwargs,
     )
     if warn:
-        warn_problems(result, stacklevel=4)
+        warn_problems(result)
     return result
 
 

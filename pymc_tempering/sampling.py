@@ -8,23 +8,28 @@ Every sampler has the signature of ``pm.sample``::
 ``tune`` is the warm-up (adaptation, burn-in, pilot runs) everywhere and its draws are
 discarded. This module holds what implements that contract once: the argument check, seed
 splitting, the seed recorded in a result's attrs, the one exception for a numerical blow-up,
-and the warnings every sampler raises from :func:`~pymc_tempering.diagnose`.
+the warnings every sampler raises from :func:`~pymc_tempering.diagnose`, and one BLAS thread.
 """
 
 from __future__ import annotations
 
+import functools
 import numbers
+import os
 import warnings
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 __all__ = [
     "DivergenceError",
     "check_sampler_args",
     "split_seed",
     "seed_attrs",
+    "warn",
     "warn_problems",
-    "keep_value_variables",
+    "pm_sample_kwargs",
+    "one_blas_thread",
 ]
 
 
@@ -71,24 +76,56 @@ def seed_attrs(random_seed) -> dict:
     return {}
 
 
-def warn_problems(result, stacklevel: int = 3) -> None:
+# Warnings point at the user's line: the first frame outside this directory.
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn(message: str, category: type[Warning] = UserWarning) -> None:
+    """Warn at the first frame outside the package (the user's call), however deep the caller."""
+    warnings.warn(message, category, skip_file_prefixes=(_PACKAGE_DIR,))
+
+
+def warn_problems(result) -> None:
     """Run :func:`~pymc_tempering.diagnose` on a result and warn once per problem found."""
     from pymc_tempering.diagnostics import diagnose  # diagnostics reads results: import late
 
     for problem in diagnose(result).problems:
-        warnings.warn(problem, UserWarning, stacklevel=stacklevel)
+        warn(problem)
 
 
-def keep_value_variables(nuts_sampler: str | None, sample_kwargs: dict) -> dict:
-    """``pm.sample`` kwargs that keep variables named like value variables (``s_log__``).
+def one_blas_thread(method):
+    """Run ``method`` with BLAS (OpenBLAS, MKL) limited to one thread.
 
-    An extended model holds the user's value variables as ``pm.Flat`` under their value names;
-    PyMC's converters drop such names by default (``include_transformed`` for PyMC's and
-    nutpie's, ``keep_untransformed`` for the JAX samplers), and the weights need them.
+    A sum split over threads adds in another order, so the same seed gave other draws with
+    one BLAS thread than with two (a long dot product in the log density, a large matrix
+    product in a base fit); the thread count is the machine's unless someone sets it. With one
+    thread a seed gives the same bits on every machine. The methods' chains run in parallel
+    already, so a second BLAS thread per chain mostly competed with them.
+    """
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        with threadpool_limits(limits=1, user_api="blas"):
+            return method(*args, **kwargs)
+
+    return wrapper
+
+
+def pm_sample_kwargs(nuts_sampler: str | None, sample_kwargs: dict) -> dict:
+    """The ``pm.sample`` kwargs every method that samples an extended model passes.
+
+    - Variables named like value variables (``s_log__``) are kept: an extended model holds the
+      user's value variables as ``pm.Flat`` under their value names; PyMC's converters drop
+      such names by default (``include_transformed`` for PyMC's and nutpie's,
+      ``keep_untransformed`` for the JAX samplers), and the weights need them.
+    - ``blas_cores``, unless given: PyMC raises BLAS to ``cores`` threads around an external
+      sampler, which would undo :func:`one_blas_thread`, so it is left alone there (``None``);
+      PyMC's own sampler keeps ``"auto"``, which gives each parallel chain one thread.
     """
     kwargs = dict(sample_kwargs)
     if nuts_sampler in ("numpyro", "blackjax"):
         kwargs["nuts"] = {**kwargs.get("nuts", {}), "keep_untransformed": True}
     else:
         kwargs["idata_kwargs"] = {**(kwargs.get("idata_kwargs") or {}), "include_transformed": True}
+    kwargs.setdefault("blas_cores", "auto" if nuts_sampler == "pymc" else None)
     return kwargs

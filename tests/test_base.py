@@ -215,3 +215,24 @@ def test_prior_density_is_the_normalised_prior_on_the_flat_space():
         pm.Flat("a")
     with pytest.raises(ValueError, match="improper"):
         pmt.PriorDensity(pmt.Target(flat))
+
+
+@pytest.mark.parametrize("max_dim", [0, 256])
+def test_full_rank_logp_graph_and_gradient_both_forms(monkeypatch, max_dim):
+    """The full-rank quadratic form as a matrix product (above ELEMENTWISE_MAX_DIM) and
+    elementwise (below) gives the density and its gradient of the closed form."""
+    import pymc_tempering.base as base_module
+
+    monkeypatch.setattr(base_module, "ELEMENTWISE_MAX_DIM", max_dim)
+    rng = np.random.default_rng(seed(2))
+    a = rng.normal(size=(4, 4))
+    cov, mean = a @ a.T + np.eye(4), rng.normal(size=4)
+    base = pmt.Base.from_moments(mean, cov)
+    s, v = pt.scalar("s"), pt.vector("v", shape=(3,))
+    logp = base.logp_graph([s, v])
+    fn = pytensor.function([s, v], [logp, *pytensor.grad(logp, [s, v])])
+    precision = np.linalg.inv(cov)
+    for x in rng.normal(size=(3, 4)):
+        value, grad_s, grad_v = fn(x[0], x[1:])
+        np.testing.assert_allclose(value, stats.multivariate_normal(mean, cov).logpdf(x), rtol=1e-12)
+        np.testing.assert_allclose(np.r_[grad_s, grad_v], -precision @ (x - mean), rtol=1e-9, atol=1e-12)

@@ -8,7 +8,8 @@ from xarray import DataTree
 from pymc_tempering.sampling import (
     DivergenceError,
     check_sampler_args,
-    keep_value_variables,
+    one_blas_thread,
+    pm_sample_kwargs,
     seed_attrs,
     split_seed,
     warn_problems,
@@ -76,9 +77,11 @@ def _tree(diverging):
 
 def test_warn_problems_warns_once_per_problem():
     diverging = np.zeros((2, 10), dtype=bool)
-    with pytest.warns(UserWarning, match="3 of 20 transitions diverged"):
+    with pytest.warns(UserWarning, match="3 of 20 transitions diverged") as record:
         diverging[0, :3] = True
         warn_problems(_tree(diverging))
+    # the warning points at the caller outside the package (here this file), not at a wrapper
+    assert [w.filename for w in record] == [__file__]
 
 
 def test_warn_problems_is_silent_on_a_clean_result(recwarn):
@@ -86,8 +89,31 @@ def test_warn_problems_is_silent_on_a_clean_result(recwarn):
     assert not [w for w in recwarn if issubclass(w.category, UserWarning)]
 
 
-def test_keep_value_variables():
-    pymc_kwargs = keep_value_variables("pymc", {"target_accept": 0.9})
-    assert pymc_kwargs == {"target_accept": 0.9, "idata_kwargs": {"include_transformed": True}}
-    jax_kwargs = keep_value_variables("numpyro", {"nuts": {"chain_method": "vectorized"}})
+def test_pm_sample_kwargs():
+    pymc_kwargs = pm_sample_kwargs("pymc", {"target_accept": 0.9})
+    assert pymc_kwargs == {
+        "target_accept": 0.9, "idata_kwargs": {"include_transformed": True}, "blas_cores": "auto"
+    }
+    jax_kwargs = pm_sample_kwargs("numpyro", {"nuts": {"chain_method": "vectorized"}})
     assert jax_kwargs["nuts"] == {"chain_method": "vectorized", "keep_untransformed": True}
+    # around an external sampler PyMC's limiter stays out, so one_blas_thread's limit holds
+    assert pm_sample_kwargs(None, {})["blas_cores"] is None
+    assert pm_sample_kwargs("nutpie", {"blas_cores": 2})["blas_cores"] == 2
+
+
+def test_one_blas_thread_limits_and_restores():
+    from threadpoolctl import threadpool_info
+
+    def blas_threads():
+        return {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+    before = blas_threads()
+
+    @one_blas_thread
+    def inside():
+        """Doc."""
+        return blas_threads()
+
+    assert set(inside().values()) == {1}
+    assert blas_threads() == before
+    assert inside.__doc__ == "Doc."

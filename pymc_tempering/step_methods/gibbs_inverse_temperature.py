@@ -26,7 +26,7 @@ from pytensor.graph.replace import graph_replace
 
 from pymc_tempering.base import Base, prepare_base
 from pymc_tempering.results import INVERSE_TEMPERATURE
-from pymc_tempering.sampling import check_sampler_args, keep_value_variables, seed_attrs
+from pymc_tempering.sampling import check_sampler_args, one_blas_thread, pm_sample_kwargs, seed_attrs
 from pymc_tempering.transforms.continuous_tempering import (
     ct_result,
     run_with_bootstrap,
@@ -237,6 +237,7 @@ def _uniform_inverse_temperature():
     return beta, 0.0
 
 
+@one_blas_thread
 def sample_gibbs_ct(
     draws: int = 1000,
     tune: int = 1000,
@@ -343,7 +344,7 @@ def sample_gibbs_ct(
             random_seed=seed,
             progressbar=progressbar,
             model=gibbs_model,
-            **keep_value_variables("pymc", sample_kwargs),
+            **pm_sample_kwargs("pymc", sample_kwargs),
         )
         return ct_result(
             sampled,

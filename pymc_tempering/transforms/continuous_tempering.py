@@ -36,7 +36,7 @@ from pymc_tempering.results import (
     base_group,
     build_result,
 )
-from pymc_tempering.sampling import check_sampler_args, keep_value_variables, seed_attrs, split_seed, warn_problems
+from pymc_tempering.sampling import check_sampler_args, one_blas_thread, pm_sample_kwargs, seed_attrs, split_seed, warn_problems
 from pymc_tempering.target import Target
 
 __all__ = ["continuously_tempered_model", "sample_ct"]
@@ -130,6 +130,7 @@ def tempered_model(model, base: Base, log_zeta: float | None, inverse_temperatur
     return new_model
 
 
+@one_blas_thread
 def sample_ct(
     draws: int = 1000,
     tune: int = 1000,
@@ -263,7 +264,7 @@ def sample_ct(
             random_seed=seed,
             progressbar=progressbar,
             model=continuously_tempered_model(target.model, base, log_zeta),
-            **keep_value_variables(nuts_sampler, sample_kwargs),
+            **pm_sample_kwargs(nuts_sampler, sample_kwargs),
         )
         return ct_result(
             sampled,
@@ -439,7 +440,7 @@ def run_with_bootstrap(
     result.attrs["target_accept"] = float(target_accept)
     if target_se is not None:
         result.attrs["target_se"] = float(target_se)  # diagnose compares the final run with it
-    warn_problems(result, stacklevel=4)
+    warn_problems(result)
     return result
 
 

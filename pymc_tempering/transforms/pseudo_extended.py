@@ -39,7 +39,7 @@ from pymc_tempering.results import (
     TEMPERATURE_CONTROL,
     build_result,
 )
-from pymc_tempering.sampling import check_sampler_args, keep_value_variables, seed_attrs, warn_problems
+from pymc_tempering.sampling import check_sampler_args, one_blas_thread, pm_sample_kwargs, seed_attrs, warn_problems
 from pymc_tempering.target import Target
 
 __all__ = ["pseudo_extended_model", "sample_pe", "pe_log_weights", "DEFAULT_BETA_MIN"]
@@ -255,6 +255,7 @@ def pe_log_weights(log_gamma, log_q) -> np.ndarray:
     return r - logsumexp(r, axis=-1, keepdims=True)
 
 
+@one_blas_thread
 def sample_pe(
     draws: int = 1000,
     tune: int = 1000,
@@ -338,7 +339,7 @@ def sample_pe(
         random_seed=random_seed,
         progressbar=progressbar,
         model=pe_model,
-        **keep_value_variables(nuts_sampler, sample_kwargs),
+        **pm_sample_kwargs(nuts_sampler, sample_kwargs),
     )
     result = pe_result(
         sampled,
