@@ -143,9 +143,10 @@ def log_marginal_likelihood(idata: DataTree) -> LogMarginalLikelihood:
             "priors to compare models by evidence; the draws themselves are unaffected."
         )
     if "log_marginal_likelihood" not in idata.attrs:
+        note = idata.attrs.get("log_marginal_likelihood_note")
         raise ValueError(
             f"This result (method {idata.attrs.get('method', 'unknown')!r}) carries no log "
-            "marginal likelihood."
+            "marginal likelihood" + (f": {note}." if note else ".")
         )
     _require(idata, "sample_stats", "log_marginal_likelihood")
     problems = tuple(diagnose(idata).problems)

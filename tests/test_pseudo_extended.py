@@ -262,9 +262,9 @@ def test_bimodal_sample_pe_finds_both_modes_with_right_weights():
     picked = pmt.resample(idata, random_seed=seed(0))["posterior"]["x"].values
     se = np.hypot(summary.loc["upper", "mcse_mean"], 0.5 / np.sqrt(picked.size))
     assert_within_se((picked > 0).mean(), 0.5, se, what="resampled fraction in the upper mode")
-    with pytest.raises(ValueError, match="no log marginal likelihood"):
+    # the error says why: the tempered proposal's normalising constant is unknown
+    with pytest.raises(ValueError, match="no log marginal likelihood: not identified"):
         pmt.log_marginal_likelihood(idata)
-    assert "not identified" in idata.attrs["log_marginal_likelihood_note"]
 
 
 def _check_kou(scenario, n_pseudo, draws, offset):
