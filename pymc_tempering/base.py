@@ -453,7 +453,7 @@ def fit_base(
           with the largest diagonal Laplace mass first, at the widths of the diagonal
           curvature there, and the others from dispersed prior draws; where the prior cannot
           be drawn from, from points spread around a first fit at three of its standard
-          deviations. Fits more than 100 nats of ELBO below the best are failed optimisations
+          deviations. Fits more than 30 nats of ELBO below the best are failed optimisations
           and dropped; fits of one mode are dropped as duplicates (means within one standard
           deviation in every coordinate, or no dip of the log density deeper than 5 nats on
           the segment between them). The components are kept as the true
