@@ -78,15 +78,61 @@ def _has_minibatch(model) -> bool:
     return any(_is_minibatched(rv) for rv in model.observed_RVs)
 
 
+def data_size(model) -> int:
+    """The number of observations ``N`` of ``model``: the ``total_size`` of each minibatched
+    observed variable (the minibatch's own length along a dimension without one), the size of
+    every other observed variable, summed; 0 for a model without observed variables."""
+    total = 0
+    for rv in model.observed_RVs:
+        if _is_minibatched(rv):
+            sizes = rv.owner.inputs[1:]
+            shape = [int(d) for d in rv.owner.inputs[0].shape.eval()]
+            n = 1
+            for dim, size in zip(shape, sizes, strict=True):
+                value = None if size.type == pt.NoneConst.type else size.eval()
+                n *= dim if value is None else int(value)
+        else:
+            n = int(np.prod([int(d) for d in rv.shape.eval()]))
+        total += n
+    return total
+
+
+#: ``max_temperature="auto"``: the hottest temperature is the number of observations ``N``
+#: (there the tempered likelihood carries about one observation's information, and a barrier
+#: of ``b N`` nats is ``b`` nats high), and at least this.
+MIN_AUTO_MAX_TEMPERATURE = 10.0
+
+
+def auto_max_temperature(model) -> float:
+    """``max(MIN_AUTO_MAX_TEMPERATURE, N)`` with ``N`` the model's :func:`data_size`."""
+    return float(max(MIN_AUTO_MAX_TEMPERATURE, data_size(model)))
+
+
+def auto_n_temperatures(max_temperature: float, ndim: int) -> int:
+    """Rungs of the automatic geometric ladder from 1 to ``max_temperature``.
+
+    For a ``d``-dimensional Gaussian the energy's variance at temperature ``T`` is
+    ``C T^2`` with heat capacity ``C = d / 2``, and neighbours ``T, r T`` swap with probability
+    about ``erfc(sqrt(C) log(r) / 2)`` under Metropolis. The ratio is ``log r =
+    min(1, 0.8 / sqrt(C))`` (with ``C >= 1/2``): about 0.6 under Metropolis, 0.45 under the
+    logistic test of minibatched models, in the Gaussian case.
+    """
+    heat = max(0.5, ndim / 2.0)
+    log_ratio = min(1.0, 0.8 / np.sqrt(heat))
+    return int(1 + np.ceil(np.log(max_temperature) / log_ratio))
+
+
 class _Loop(NamedTuple):
     """The driver's state: every replica's dynamics ``(chains * R, ...)``, the exchange
-    bookkeeping, the steps taken so far (warm-up included) and the diagonal preconditioner:
-    the dynamics run on ``u = theta / scale`` (all ones for an explicit ``step_size``)."""
+    bookkeeping, the steps taken so far (warm-up included), the diagonal preconditioner of
+    every replica ``(chains * R, D)``: its dynamics run on ``u = theta / scale`` (all ones for
+    an explicit ``step_size``), and the minibatches averaged per pair in the corrected test."""
 
     dynamics: thermostats.TACTState
     exchange: exchange.ExchangeState
     n_steps: int
     scale: np.ndarray
+    n_batches: np.ndarray
 
 
 class _Plan(NamedTuple):
@@ -114,15 +160,8 @@ def _iteration(plan: _Plan, phase=None):
     n_rep = plan.betas.size
 
     def iterate(loop: _Loop, settings: TACTSettings, rng: np.random.Generator):
-        state, ex, n_steps, scale = loop
+        state, ex, n_steps, scale, n_batches = loop
         evaluate = thermostats.whitened(plan.logp_and_grad, scale)
-        if np.all(scale == 1.0):
-            energies = plan.energies
-        else:
-
-            def energies(u):
-                return plan.energies(u * scale)
-
         try:
             for _ in range(plan.steps_per_sample):
                 n_steps += 1
@@ -132,56 +171,100 @@ def _iteration(plan: _Plan, phase=None):
                     remedy="reduce step_size or lengthen the warm-up (tune)",
                 )
                 if n_steps % plan.exchange_every == 0:
-                    theta = state.theta.reshape(plan.chains, n_rep, -1)
+                    theta = (state.theta * scale).reshape(plan.chains, n_rep, -1)
                     ex, swapped = exchange.step(
-                        ex, theta, plan.betas, energies, plan.exchange_rng,
-                        corrected=plan.corrected,
+                        ex, theta, plan.betas, plan.energies, plan.exchange_rng,
+                        corrected=plan.corrected, n_batches=n_batches,
                     )
-                    if swapped is not theta:
-                        state = state._replace(theta=swapped.reshape(state.theta.shape))
+                    if swapped is not theta:  # positions swap; each keeps its replica's units
+                        state = state._replace(theta=swapped.reshape(state.theta.shape) / scale)
         except DivergenceError as err:
             state = thermostats.recover_warmup_blowup(
                 err, phase, loop.dynamics, settings, scale, rng, tempering=False
             )
             n = state.theta.shape[0]
             nan = np.full(n, np.nan)
-            return _Loop(state, ex, n_steps, 0.5 * scale), Info(nan, np.ones(n, bool), nan)
+            return (
+                _Loop(state, ex, n_steps, 0.5 * scale, n_batches),
+                Info(nan, np.ones(n, bool), nan),
+            )
         if plan.resample_momenta:
             state = thermostats.refresh_momenta(state, settings, rng, tempering=False)
-        return _Loop(state, ex, n_steps, scale), info
+        return _Loop(state, ex, n_steps, scale, n_batches), info
 
     return iterate
 
 
-def _warmup(plan: _Plan, tune: int, rng: np.random.Generator, phase):
-    """The ``step_size="auto"`` warm-up (as TACT-HMC's, on the ``T = 1`` replicas).
+def _replica_scales(plan: _Plan, base: np.ndarray, theta: np.ndarray, eta: float,
+                    scale=None, spreads=None):
+    """Every replica's preconditioner ``(chains * R, D)``.
+
+    At the start (``scale`` None), replica ``j`` gets ``base sqrt(T_j)`` (a tempered Gaussian
+    is ``sqrt(T)`` times wider), ``base (D,)`` the starting preconditioner, capped by the
+    gradient noise measured at its starting points. At the end of a warm-up window it gets,
+    as the ``T = 1`` replica does in TACT-HMC, the within-chain spread of its own positions
+    over the window (``spreads[j]``, swapped-in positions included: the tempered density's
+    spread; :func:`~pymc_tempering.kernels.thermostats.adapted_scale`), capped by the
+    stability limits of its tempered density ``U / T_j`` measured where its chains are
+    (:func:`~pymc_tempering.kernels.thermostats.stability_cap` with the curvature and the
+    gradient noise divided by ``T_j`` and ``T_j^2``). ``theta (chains, R, D)`` are the
+    replicas' positions, ``scale (chains * R, D)`` the current preconditioners.
+    """
+    temperatures = 1.0 / plan.betas
+    n_rep = temperatures.size
+    out = np.empty((n_rep, theta.shape[-1]))
+    for j, t in enumerate(temperatures):
+        rows = theta[:, j]
+        grad_var, _ = thermostats.gradient_noise(plan.logp_and_grad, rows)
+        if scale is None:
+            out[j] = np.fmin(base * np.sqrt(t), thermostats.stability_cap(0.0, grad_var / t**2, eta))
+            continue
+        old = scale.reshape(plan.chains, n_rep, -1)[0, j]
+        curvature = thermostats.curvature_at(plan.logp_and_grad, rows, old) / t
+        out[j] = thermostats.adapted_scale(spreads[j], old, curvature, grad_var / t**2, eta)
+    return np.tile(out, (plan.chains, 1))
+
+
+def _warmup(plan: _Plan, tune: int, rng: np.random.Generator, phase, max_batches: int):
+    """The ``step_size="auto"`` warm-up (as TACT-HMC's on the ``T = 1`` replicas, then every
+    replica's preconditioner from it).
 
     After every warm-up iteration the positions of each ladder's ``T = 1`` replica are added to
     running sums; at the ends of the windows :data:`~pymc_tempering.kernels.thermostats.
-    WINDOW_ENDS` the scale becomes their within-chain standard deviation, capped by the
-    stability limits (curvature and minibatch gradient noise) measured at those replicas, and
-    every replica moves to it. ``phase["warm"]`` turns False after the last warm-up iteration.
+    WINDOW_ENDS` the ``T = 1`` scale becomes their within-chain standard deviation, capped by
+    the stability limits (curvature and minibatch gradient noise) measured at those replicas,
+    and every replica moves to its own scale (:func:`_replica_scales`). With the corrected
+    test, the minibatches averaged per pair become what brings the window's mean noise to
+    :data:`~pymc_tempering.kernels.exchange.TARGET_NOISE_SD`
+    (:func:`~pymc_tempering.kernels.exchange.batches_for_noise`, at most ``max_batches``).
+    ``phase["warm"]`` turns False after the last warm-up iteration.
     """
     ends = thermostats.window_ends(tune)
     n_rep = plan.betas.size
 
     def warmup(loop: _Loop, info, settings: TACTSettings, it: int):
-        state, ex, n_steps, scale = loop
-        cold = (state.theta.reshape(plan.chains, n_rep, -1)[:, 0]) * scale
+        state, ex, n_steps, scale, n_batches = loop
+        theta = (state.theta * scale).reshape(plan.chains, n_rep, -1)
         if phase["spread"] is None:
-            phase["spread"] = thermostats.spread_empty(*cold.shape)
-        phase["spread"] = thermostats.spread_add(
-            phase["spread"], cold, np.ones(plan.chains, bool)
-        )
+            phase["spread"] = [thermostats.spread_empty(*theta[:, 0].shape)] * n_rep
+        every = np.ones(plan.chains, bool)
+        phase["spread"] = [
+            thermostats.spread_add(sp, theta[:, j], every) for j, sp in enumerate(phase["spread"])
+        ]
         if it in ends:
-            grad_var, _ = thermostats.gradient_noise(plan.logp_and_grad, cold)
-            curvature = thermostats.curvature_at(plan.logp_and_grad, cold, scale)
-            new_scale = thermostats.adapted_scale(
-                phase["spread"], scale, curvature, grad_var, settings.eta_theta
+            new_scale = _replica_scales(
+                plan, None, theta, settings.eta_theta, scale, phase["spread"]
             )
             phase["spread"] = None
             state = thermostats.rescale(state, settings, scale, new_scale, rng, tempering=False)
-            loop = _Loop(state, ex, n_steps, new_scale)
+            if plan.corrected and n_rep > 1:
+                tested = ex.attempted - phase["attempted"]
+                noise = (ex.single_noise_sq - phase["noise_sq"]).sum(0) / np.maximum(
+                    tested.sum(0), 1
+                )
+                n_batches = exchange.batches_for_noise(noise, max_batches)
+                phase["attempted"], phase["noise_sq"] = ex.attempted, ex.single_noise_sq
+            loop = _Loop(state, ex, n_steps, new_scale, n_batches)
         if it == tune - 1:
             phase["warm"] = False
         return loop, settings
@@ -248,10 +331,20 @@ def _exchange_group(ex: exchange.ExchangeState, ladder) -> xr.Dataset:
     )
 
 
-def _ladder(n_temperatures, ladder, max_temperature) -> np.ndarray:
-    """The ladder from ``n_temperatures`` (default 10) or an explicit ``ladder``."""
+def _ladder(n_temperatures, ladder, max_temperature, target: Target) -> np.ndarray:
+    """The ladder from ``n_temperatures`` (default :func:`auto_n_temperatures`) and
+    ``max_temperature`` (``"auto"``: :func:`auto_max_temperature`), or an explicit ``ladder``."""
+    if isinstance(max_temperature, str):
+        if max_temperature != "auto":
+            raise ValueError(
+                f"max_temperature must be 'auto' or a number above 1, got {max_temperature!r}."
+            )
+        max_temperature = auto_max_temperature(target.model)
     if ladder is None:
-        n = 10 if n_temperatures is None else n_temperatures
+        n = (
+            auto_n_temperatures(max_temperature, target.ndim)
+            if n_temperatures is None else n_temperatures
+        )
         if isinstance(n, bool) or not isinstance(n, numbers.Integral):
             raise ValueError(f"n_temperatures must be a positive integer, got {n!r}.")
         return temperature_ladder(int(n), max_temperature)
@@ -327,6 +420,20 @@ def _plan(target, ladder, chains, corrected, seeds, steps, resample_momenta) -> 
     )
 
 
+#: The corrected test averages at most ``MAX_BATCH_PASSES`` passes over the data set
+#: (``MAX_BATCH_PASSES * N / m`` minibatches of ``m`` terms) per exchange.
+MAX_BATCH_PASSES = 4
+
+
+def _max_batches(target: Target, plan: _Plan, start: np.ndarray) -> int:
+    """The most minibatches the corrected test averages per pair (see ``MAX_BATCH_PASSES``)."""
+    if not plan.corrected:
+        return 1
+    _, terms = plan.energies(start[:1])
+    m = max(1, terms.shape[-1])
+    return max(1, int(np.ceil(MAX_BATCH_PASSES * data_size(target.model) / m)))
+
+
 def _result(target, trace, ladder, attrs, random_seed):
     x, energy = trace.draws["x"], trace.draws["energy"]
     ex = trace.state.exchange
@@ -341,7 +448,16 @@ def _result(target, trace, ladder, attrs, random_seed):
     groups = {
         "replicas": _replica_group(target, x, energy, ladder),
         "replica_exchange": _exchange_group(ex, ladder),
-        "warmup": xr.Dataset({"preconditioner_scale": ("flat", trace.state.scale)}),
+        "warmup": xr.Dataset(
+            {
+                "preconditioner_scale": ("flat", trace.state.scale[0]),
+                "replica_preconditioner_scale": (
+                    ("replica", "flat"), trace.state.scale[: ladder.size]
+                ),
+                "exchange_batches": ("pair", trace.state.n_batches),
+            },
+            coords={"temperature": ("replica", ladder)},
+        ),
     }
     return driver_result(
         target, x[:, :, 0], method="replica_exchange", sample_stats=stats,
@@ -358,7 +474,7 @@ def sample_replica_exchange(
     random_seed=None,
     progressbar: bool = True,
     n_temperatures: int | None = None,
-    max_temperature: float = 10.0,
+    max_temperature: float | str = "auto",
     ladder=None,
     exchange_every: int = 10,
     minibatch: bool | str = "auto",
@@ -392,9 +508,13 @@ def sample_replica_exchange(
     progressbar : bool
     n_temperatures : int, optional
         Number of replicas ``R``, on a geometric ladder from 1 to ``max_temperature``; default
-        10, or the length of ``ladder``.
-    max_temperature : float
-        Highest temperature of the geometric ladder.
+        :func:`auto_n_temperatures` (one rung per ``0.8 / sqrt(d / 2)`` e-folds of temperature,
+        at most one per e-fold, for ``d`` parameters), or the length of ``ladder``.
+    max_temperature : "auto" or float
+        Highest temperature of the geometric ladder. ``"auto"`` (default): the number of
+        observations ``N`` (:func:`data_size`; at least 10), where the tempered likelihood
+        carries about one observation's information and a barrier of ``b N`` nats is ``b``
+        nats high.
     ladder : array_like, optional
         The temperatures themselves, starting at 1 and strictly increasing (instead of the
         geometric ladder).
@@ -405,14 +525,16 @@ def sample_replica_exchange(
         test (False). ``"auto"``: True when an observed variable uses ``pm.Minibatch``.
     step_size : "auto" or float
         ``eta = dt^2 / m`` of the parameters (moves of about ``sqrt(eta)`` per step).
-        ``"auto"`` (default): the warm-up adapts a diagonal mass matrix as in
-        :func:`~pymc_tempering.sample_tact` (the dynamics run on ``u = theta / scale``; the
-        scale starts at ``1 / sqrt(|curvature|)`` at the model's initial point, and at the end
-        of each warm-up window becomes the within-chain spread of the ``T = 1`` replicas,
-        capped by the curvature and the minibatch gradient noise measured there), ``eta`` is
-        0.01 in those units, ``jitter`` is in those units, and a blow-up during the warm-up
-        repeats the iteration with the scale halved (with a warning). A number is used as it
-        is, in the model's units, with no preconditioner.
+        ``"auto"`` (default): the warm-up adapts a diagonal mass matrix per replica (replica
+        ``j`` runs on ``u = theta / scale_j``; ``scale_j`` starts at ``sqrt(T_j)`` times
+        ``1 / sqrt(|curvature|)`` at the model's initial point, and at the end of each warm-up
+        window becomes the within-chain spread of that replica's positions, capped by the
+        curvature and the minibatch gradient noise of ``U / T_j`` measured there), ``eta`` is
+        0.01 in those units, ``jitter`` is in the ``T = 1`` units, and a blow-up during the
+        warm-up repeats the iteration with the scales halved (with a warning). With the
+        corrected test it also sets the number of minibatches averaged per pair of
+        neighbours (see :func:`~pymc_tempering.kernels.exchange.batches_for_noise`). A number
+        is used as it is, in the model's units, for every replica, with no preconditioner.
     noise, thermal_inertia : float
         Level ``c`` of the injected noise ``N(0, 2 c eta)`` (the friction the thermostats settle
         at); ``gamma`` of the thermostats.
@@ -440,7 +562,10 @@ def sample_replica_exchange(
         and a ``temperature`` coord. ``replica_exchange``: per ``(chain, pair)`` of neighbours
         ``(j, j + 1)``: ``swap_attempted``, ``swap_accepted``, ``swap_skipped`` (noise above the
         correction's range), ``swap_acceptance_rate`` (accepted / tested, skipped excluded) and
-        ``exchange_noise_sd_max`` (largest estimated ``sigma``). attrs: the settings, the test
+        ``exchange_noise_sd_max`` (largest estimated ``sigma``). ``warmup``:
+        ``preconditioner_scale`` (the ``T = 1`` replica's, per flat coordinate),
+        ``replica_preconditioner_scale`` ``(replica, flat)`` and ``exchange_batches`` (per
+        pair). attrs: the settings (``max_temperature`` and ``n_replicas`` as used), the test
         used, the total skipped swaps and the seed.
 
     Raises
@@ -453,13 +578,13 @@ def sample_replica_exchange(
         names the step.
     """
     draws, tune, chains = check_sampler_args(draws, tune, chains)
-    ladder = _ladder(n_temperatures, ladder, max_temperature)
     auto = isinstance(step_size, str)
     if auto and step_size != "auto":
         raise ValueError(f"step_size must be 'auto' or a positive number, got {step_size!r}.")
     _check_options(exchange_every, 1.0 if auto else step_size, thermal_inertia, noise, minibatch,
                    steps_per_sample)
     target = Target(modelcontext(model))  # refuses discrete models
+    ladder = _ladder(n_temperatures, ladder, max_temperature, target)
     corrected = _use_corrected(target.model, minibatch)
     n_rep = ladder.size
     settings = TACTSettings(
@@ -472,27 +597,34 @@ def sample_replica_exchange(
     steps = (int(steps_per_sample), int(exchange_every))
     plan = _plan(target, ladder, chains, corrected, seeds, steps, resample_momenta)
     shape = (chains, n_rep, target.ndim)
-    scale = np.ones(target.ndim)
+    scale = np.ones((chains * n_rep, target.ndim))
     if auto:
-        scale, start = thermostats.start_preconditioner(
+        base, start = thermostats.start_preconditioner(
             plan.logp_and_grad, target.ravel(target.model.initial_point()), jitter, shape,
             np.random.default_rng(seeds[0]), initial_points,
         )
         start = _initial_points(target, start, jitter, shape, seeds[0])
+        scale = _replica_scales(
+            plan, base, start.reshape(shape), thermostats.AUTO_STEP_SIZE, None
+        )
     else:
         start = _initial_points(target, initial_points, jitter, shape, seeds[0])
-    phase = {"warm": tune > 0, "blowups": 0, "spread": None} if auto else None
-    if auto:  # see TACTSettings.max_friction
-        settings = settings._replace(max_friction=1.0)
+    phase = None
+    if auto:
+        phase = {"warm": tune > 0, "blowups": 0, "spread": None,
+                 "attempted": 0, "noise_sq": 0.0}
+        settings = settings._replace(max_friction=1.0)  # see TACTSettings.max_friction
     warmup_rng = np.random.default_rng(rng.integers(2**63)) if auto else None
     state = _Loop(
-        thermostats.init(start / scale, settings, rng), exchange.init(chains, n_rep), 0, scale
+        thermostats.init(start / scale, settings, rng), exchange.init(chains, n_rep), 0, scale,
+        np.ones(max(n_rep - 1, 0), dtype=int),
     )
     label = "corrected" if corrected else "Metropolis"
     trace = run_kernel(
         _iteration(plan, phase), state, settings, draws=draws, tune=tune, chains=chains,
         rng=rng, record=_record(chains, n_rep), progressbar=progressbar,
-        warmup=_warmup(plan, tune, warmup_rng, phase) if auto else None,
+        warmup=_warmup(plan, tune, warmup_rng, phase, _max_batches(target, plan, start))
+        if auto else None,
         description=f"Replica exchange ({n_rep} replicas, {label} test)",
     )
     blowups = phase["blowups"] if auto else 0

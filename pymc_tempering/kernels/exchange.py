@@ -60,6 +60,8 @@ __all__ = [
     "pair_noise_sd",
     "swap_pairs",
     "ExchangeState",
+    "TARGET_NOISE_SD",
+    "batches_for_noise",
     "init",
     "step",
 ]
@@ -249,6 +251,10 @@ class ExchangeState(NamedTuple):
         Swaps proposed, accepted, and skipped (noise above :data:`CORRECTION_SD`).
     noise_max : ndarray, shape (chains, R - 1)
         The largest estimated noise sd of the corrected test (zero for Metropolis).
+    single_noise_sq : ndarray, shape (chains, R - 1)
+        Sum over the attempted swaps of the estimated noise variance of one minibatch's
+        ``Delta_hat`` (``sigma^2`` times the number of minibatches averaged): what
+        :func:`batches_for_noise` sizes the number of minibatches from.
     """
 
     rounds: int
@@ -256,23 +262,79 @@ class ExchangeState(NamedTuple):
     accepted: np.ndarray
     skipped: np.ndarray
     noise_max: np.ndarray
+    single_noise_sq: np.ndarray
 
 
 def init(chains: int, n_replicas: int) -> ExchangeState:
     """No round run yet, for ``chains`` ladders of ``n_replicas`` replicas."""
     pairs = (chains, n_replicas - 1)
     zeros = np.zeros(pairs, dtype=int)
-    return ExchangeState(0, zeros, zeros.copy(), zeros.copy(), np.zeros(pairs))
+    return ExchangeState(0, zeros, zeros.copy(), zeros.copy(), np.zeros(pairs), np.zeros(pairs))
 
 
-def _test(delta, terms, betas, low, rng, corrected: bool):
-    """Accepted, skipped and noise sd of each pair of this round."""
+#: The noise sd that :func:`batches_for_noise` aims the corrected test's ``sigma`` at (on
+#: average); swaps whose estimated ``sigma`` exceeds :data:`CORRECTION_SD` are skipped.
+TARGET_NOISE_SD = 0.5
+
+
+def batches_for_noise(single_noise_var, max_batches: int) -> np.ndarray:
+    """Minibatches to average per exchange so that ``sigma`` is about :data:`TARGET_NOISE_SD`.
+
+    ``single_noise_var`` is the mean noise variance of one minibatch's ``Delta_hat`` per pair;
+    averaging ``k`` independent minibatches divides it by ``k``. Returns integers in
+    ``[1, max_batches]`` (1 where the variance is not finite).
+    """
+    v = np.asarray(single_noise_var, dtype=float)
+    k = np.ceil(np.where(np.isfinite(v), v, 0.0) / TARGET_NOISE_SD**2)
+    return np.clip(k, 1, max(1, int(max_batches))).astype(int)
+
+
+def _averaged_energies(energies, theta, low, n_batches, first):
+    """``U`` averaged over ``n_batches[p]`` minibatches for the replicas of each pair ``p``
+    (``first``: the first minibatch's ``(U, terms)`` for every replica), and per pair the
+    variance of one minibatch's ``Delta_hat / (beta_j - beta_{j+1})`` (``m Var_i(d_i)``)."""
+    chains, n_rep, dim = theta.shape
+    u1, terms = first
+    m = terms.shape[-1]
+    d = terms[:, low] - terms[:, low + 1]  # (chains, pairs, m)
+    u_sum = u1.copy()
+    d_sum, d_sq, count = d.sum(-1), (d**2).sum(-1), np.full(d.shape[:2], float(m))
+    k = np.ones(low.size, dtype=int) if n_batches is None else np.asarray(n_batches)[low]
+    rounds = np.ones(low.size, dtype=int)
+    for b in range(2, int(k.max()) + 1):
+        more = np.nonzero(k >= b)[0]  # the pairs still averaging
+        rows = np.concatenate([low[more], low[more] + 1])
+        u_b, t_b = energies(theta[:, rows].reshape(-1, dim))
+        u_b = np.asarray(u_b).reshape(chains, rows.size)
+        t_b = t_b.reshape(chains, rows.size, -1)
+        npair = more.size
+        u_sum[:, low[more]] += u_b[:, :npair]
+        u_sum[:, low[more] + 1] += u_b[:, npair:]
+        db = t_b[:, :npair] - t_b[:, npair:]
+        d_sum[:, more] += db.sum(-1)
+        d_sq[:, more] += (db**2).sum(-1)
+        count[:, more] += m
+        rounds[more] += 1
+    u = u_sum.copy()
+    u[:, low] = u_sum[:, low] / rounds
+    u[:, low + 1] = u_sum[:, low + 1] / rounds
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var = (d_sq - d_sum**2 / count) / (count - 1)
+    single = np.where(count > 1, m * var, 0.0)
+    return u, single, rounds
+
+
+def _test(delta, single, rounds, betas, low, rng, corrected: bool):
+    """Accepted, skipped and noise sd of each pair of this round, and one minibatch's noise
+    variance."""
     if not corrected:
         accepted = metropolis_exchange(delta, rng)
-        return accepted, np.zeros_like(accepted), np.zeros(delta.shape)
-    sigma = pair_noise_sd(terms, betas, low)
+        zeros = np.zeros(delta.shape)
+        return accepted, np.zeros_like(accepted), zeros, zeros
+    single = (betas[low] - betas[low + 1]) ** 2 * single
+    sigma = np.sqrt(single / rounds)
     accepted, skipped = corrected_exchange(delta, sigma, rng)
-    return accepted, skipped, sigma
+    return accepted, skipped, sigma, single
 
 
 def step(
@@ -283,6 +345,7 @@ def step(
     rng: np.random.Generator,
     *,
     corrected: bool,
+    n_batches: np.ndarray | None = None,
 ) -> tuple[ExchangeState, np.ndarray]:
     """One round of exchanges between neighbouring replicas (even or odd pairs, in turn).
 
@@ -301,6 +364,10 @@ def step(
         Draws the tests' randomness.
     corrected : bool
         The noise-corrected logistic test (True) or the Metropolis test (False).
+    n_batches : ndarray of int, shape (R - 1,), optional
+        For the corrected test: the number of independent minibatches whose energies are
+        averaged for the replicas of each pair (default one). ``energies`` is called again on
+        those replicas' rows only, and ``sigma`` is estimated from all the terms.
 
     Returns
     -------
@@ -317,12 +384,21 @@ def step(
         return state, theta
     u, terms = energies(theta.reshape(chains * n_rep, dim))
     u = np.asarray(u).reshape(chains, n_rep)
-    terms = None if terms is None else terms.reshape(chains, n_rep, -1)
+    single, rounds = np.zeros((chains, low.size)), np.ones(low.size, dtype=int)
+    if corrected and terms is not None:
+        u, single, rounds = _averaged_energies(
+            energies, theta, low, n_batches, (u, terms.reshape(chains, n_rep, -1))
+        )
     delta = exchange_log_ratio(betas[low], betas[low + 1], u[:, low], u[:, low + 1])
-    accepted, skipped, sigma = _test(delta, terms, betas, low, rng, corrected)
-    counts = [c.copy() for c in (state.attempted, state.accepted, state.skipped, state.noise_max)]
+    accepted, skipped, sigma, single = _test(delta, single, rounds, betas, low, rng, corrected)
+    counts = [
+        c.copy()
+        for c in (state.attempted, state.accepted, state.skipped, state.noise_max,
+                  state.single_noise_sq)
+    ]
     counts[0][:, low] += 1
     counts[1][:, low] += accepted
     counts[2][:, low] += skipped
     counts[3][:, low] = np.maximum(counts[3][:, low], sigma)
+    counts[4][:, low] += np.where(np.isfinite(single), single, 0.0)
     return ExchangeState(state.rounds, *counts), swap_pairs(theta, accepted, low)
