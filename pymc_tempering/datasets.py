@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pymc as pm
 import pytensor.tensor as pt
-from scipy import optimize
+from scipy import optimize, stats
 from scipy.special import logsumexp
 
 __all__ = [
@@ -268,14 +268,10 @@ def _gaussian_log_likelihood(y: np.ndarray, U: np.ndarray, county: np.ndarray | 
     return log_likelihood
 
 
-def _log_half_cauchy(u, scale=5.0):
-    """Log density of ``u = log sigma`` for ``sigma ~ HalfCauchy(scale)`` (Jacobian included)."""
-    return np.log(2 / (np.pi * scale)) - np.log1p(np.exp(2 * u) / scale**2) + u
-
-
-def _log_half_normal(u, scale=5.0):
-    """Log density of ``u = log sigma`` for ``sigma ~ HalfNormal(scale)`` (Jacobian included)."""
-    return 0.5 * np.log(2 / np.pi) - np.log(scale) - np.exp(2 * u) / (2 * scale**2) + u
+def _log_scale_prior(distribution, u, scale=5.0):
+    """Log density of ``u = log sigma`` for ``sigma ~ distribution(scale)`` (a SciPy
+    distribution on the positive half-line; the Jacobian ``sigma`` included)."""
+    return distribution.logpdf(np.exp(u), scale=scale) + u
 
 
 def _radon_conditional(data: pd.DataFrame | None = None, model: str = "full"):
@@ -316,11 +312,11 @@ def _radon_conditional(data: pd.DataFrame | None = None, model: str = "full"):
             ua, ub, ue = u
             var_b = np.exp(2 * ub)
             d_g = np.stack([fixed, fixed, var_b, var_b], axis=1)
-            prior = sum(_log_half_cauchy(v) for v in u)
+            prior = sum(_log_scale_prior(stats.halfcauchy, v) for v in u)
         else:
             ua, ue = u if model == "intercepts" else (np.zeros_like(u[0]), u[0])
             d_g = np.stack([fixed, fixed], axis=1)
-            prior = sum(_log_half_normal(v) for v in u)
+            prior = sum(_log_scale_prior(stats.halfnorm, v) for v in u)
         return (log_likelihood(d_g, ua, ue) + prior).reshape(shape)
 
     return log_density
