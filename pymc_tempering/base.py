@@ -39,6 +39,8 @@ _LOG_2PI = float(np.log(2.0 * np.pi))
 # 12.9 s against 2.3 s), and the samplers then call no BLAS, whose results can depend on its
 # thread count. Above it the d x d temporary would cost more than the product.
 ELEMENTWISE_MAX_DIM = 256
+ADVI_ITERATIONS = 10_000  # most iterations of an ADVI fit (fit_base's n)
+N_FITS = 4  # most ADVI runs of a mixture base (fit_base's n_fits)
 # Share of a multimodal base spread evenly over its modes, and kept by a bootstrap refit
 # (see MixtureBase.gaussian).
 DEFENSIVE_WEIGHT = 0.5
@@ -420,11 +422,11 @@ def check_base(target: Target, base: Base | MixtureBase) -> None:
 def fit_base(
     model: pm.Model | None = None,
     method: str = "advi",
-    n: int = 10_000,
+    n: int = ADVI_ITERATIONS,
     random_seed=None,
     progressbar: bool = True,
     *,
-    n_fits: int = 4,
+    n_fits: int = N_FITS,
     prior_weight: float = 0.0,
     **fit_kwargs,
 ) -> Base | MixtureBase:
@@ -500,8 +502,17 @@ def fit_base(
         For a model :class:`~pymc_tempering.Target` refuses, an unknown method, or a fit that
         diverged to NaN.
     """
-    model = modelcontext(model)
-    target = Target(model)
+    return _fit_base(
+        Target(modelcontext(model)), method, n, random_seed, progressbar, n_fits, prior_weight,
+        **fit_kwargs,
+    )
+
+
+def _fit_base(
+    target: Target, method, n=ADVI_ITERATIONS, random_seed=None, progressbar=True, n_fits=N_FITS,
+    prior_weight=0.0, **fit_kwargs,
+) -> Base | MixtureBase:
+    """:func:`fit_base` for a :class:`Target` already built (and its functions compiled)."""
     if method == "prior":
         return _fit_prior(target, n, random_seed)
     if method in ("mixture", "laplace"):
@@ -1139,7 +1150,7 @@ def prepare_base(model, base, log_zeta, random_seed, progressbar):
     target = Target(model)
     fit_seed, zeta_seed, sample_seed = split_seed(random_seed, 3)
     if base is None:
-        base = fit_base(model, method="laplace", random_seed=fit_seed, progressbar=progressbar)
+        base = _fit_base(target, "laplace", random_seed=fit_seed, progressbar=progressbar)
     check_base(target, base)
     if isinstance(base, MixtureBase):
         base = base.gaussian()
