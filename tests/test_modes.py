@@ -178,6 +178,9 @@ def test_run_extends_itself_while_the_standard_error_is_above_target_se():
     (kind,) = idata["bootstrap"]["kind"].values
     assert "standard error" in str(kind) and "refit" in str(kind)
     assert idata.attrs["extensions"] == 1
+    # the chains of the repeat are longer: by the factor the standard error asks for, at most 4
+    assert idata["bootstrap"]["draws"].values.tolist() == [200]
+    assert idata["posterior"].sizes["draw"] == 800 and "800 draws per chain" in str(kind)
     # still above target_se when the budget is spent: unreliable, and the reason given
     lml = pmt.log_marginal_likelihood(idata)
     assert not lml.reliable

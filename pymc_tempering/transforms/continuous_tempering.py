@@ -207,7 +207,9 @@ def sample_ct(
         are recorded in the ``bootstrap`` group. ``0`` turns it off.
     target_se : float or None
         A final run whose standard error of log Z is above this is repeated too, with the base
-        and ``log_zeta`` refitted to it (within the same ``max_extensions`` budget); one whose
+        and ``log_zeta`` refitted to it and its chains lengthened by the factor
+        ``1.2 (se / target_se)^2`` (at most 4) that the standard error asks for (within the
+        same ``max_extensions`` budget); one whose
         standard error is still above it when the budget is spent is marked unreliable
         (:func:`~pymc_tempering.diagnose`'s ``standard_error`` check). ``None`` accepts any
         standard error.
@@ -315,6 +317,7 @@ def _record(result, kind, log_zeta, target_accept, refit) -> dict:
     stats_ = result["sample_stats"]
     return {
         "kind": kind,
+        "draws": int(stats_.sizes["draw"]),
         "target_accept": float(target_accept),
         "log_zeta": float(log_zeta),
         "log_marginal_likelihood": result.attrs["log_marginal_likelihood"],
@@ -356,6 +359,9 @@ def _widen(target, base, log_zeta, missed, zeta_seed):
     return base, max(log_zeta, estimate_log_zeta(target, base, random_seed=zeta_seed))
 
 
+DRAWS_GROWTH = 4.0  # most growth of the draws per extension for target_se
+
+
 def run_with_bootstrap(
     run,
     target,
@@ -387,7 +393,9 @@ def run_with_bootstrap(
     after divergences; the base widened to the missed optima after a missed mode; otherwise
     (the base's moments not reproduced, chains that disagree, an end of beta not reached) the
     base and ``log_zeta`` refitted to the run, as in a bootstrap round; a run whose standard
-    error of log Z is above ``target_se`` is refitted in the same way. Every run before the
+    error of log Z is above ``target_se`` is refitted in the same way and its chains made
+    longer, by the factor ``1.2 (se / target_se)^2`` that the standard error asks for, at most
+    ``DRAWS_GROWTH``. Every run before the
     last is recorded in the result's ``bootstrap`` group, whose ``kind`` says which and why.
     """
     _check_bootstrap(bootstrap)
@@ -426,6 +434,14 @@ def run_with_bootstrap(
             why = [f"failed checks ({', '.join(sorted(others))})"] if others else []
             why += [f"a standard error of {se:.3g} above {target_se}"] if imprecise else []
             reasons.append(" and ".join(why) + ": refit")
+        if imprecise:
+            # The standard error falls as 1 / sqrt(draws): enough draws for target_se with a
+            # fifth to spare, at most DRAWS_GROWTH times more per extension. A run costs mostly
+            # its compilation, so longer chains cost little beside the refit's new one.
+            grow = min(DRAWS_GROWTH, 1.2 * (se / target_se) ** 2)
+            if grow > 1:
+                draws = int(np.ceil(draws * grow))
+                reasons.append(f"{draws} draws per chain")
         if not reasons:
             break
         kind = "extension after " + " and ".join(reasons)
