@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -37,7 +36,14 @@ from pymc_tempering.base import Base, fit_base
 from pymc_tempering.driver import driver_result, run_kernel
 from pymc_tempering.kernels import ergodic as hei
 from pymc_tempering.kernels.ergodic import gaussian_entropy
-from pymc_tempering.sampling import DivergenceError, check_sampler_args, seed_attrs, split_seed
+from pymc_tempering.sampling import (
+    DivergenceError,
+    check_sampler_args,
+    one_blas_thread,
+    seed_attrs,
+    split_seed,
+    warn,
+)
 from pymc_tempering.target import Target
 
 __all__ = ["ErgodicApproximation", "fit_ergodic", "gaussian_entropy"]
@@ -438,11 +444,10 @@ def _optimise(train, params, tuned, *, n_iterations, shape, rng, progressbar):
     seconds = (np.ptp(trace.draws["time"]) / (n_iterations - 1)) if n_iterations > 1 else np.nan
     skipped = int(trace.state[2])
     if skipped > 0.1 * n_iterations:
-        warnings.warn(
+        warn(
             f"Ergodic inference: {skipped} of {n_iterations} Adam iterations were skipped "
             "because the gradient was not finite (leapfrog trajectories leaving the region where "
-            f"the log density is finite); {_REMEDY}.",
-            stacklevel=3,
+            f"the log density is finite); {_REMEDY}."
         )
     return history, average, float(seconds), skipped
 
@@ -482,13 +487,12 @@ def _calibrate_scale(approx: ErgodicApproximation, n: int, seed) -> tuple[float,
     log_c = hei.calibrate_log_scale(gap, lowest)
     final, final_se = hei.mean_and_se(terms(float(log_c)))
     if abs(final) > 4 * final_se:
-        warnings.warn(
+        warn(
             f"Ergodic inference: after the Stein calibration the Stein gap of P_T is "
             f"{final:.3g} +- {final_se:.2g} (zero for the target; negative: too dispersed) with "
             "P_0 at its entropy bound: P_T does not match the posterior's spread, e.g. because "
             "P_0 covers one mode of a multimodal posterior or the chain is too short. Pass a "
-            "wider initial=pmt.Base(...) and a lower entropy_lower_bound, or more n_steps.",
-            stacklevel=3,
+            "wider initial=pmt.Base(...) and a lower entropy_lower_bound, or more n_steps."
         )
     return float(np.exp(log_c)), final_se
 
@@ -512,6 +516,7 @@ def _approximation(target, params, average, tuned, n_leapfrog, h, history):
     )
 
 
+@one_blas_thread
 def fit_ergodic(
     *,
     model: pm.Model | None = None,
@@ -634,13 +639,12 @@ def fit_ergodic(
     if n_iterations:
         tail = history["acceptance_rate"][-max(1, n_iterations // 10) :].mean(axis=0)
         if np.any(tail < 0.05):
-            warnings.warn(
+            warn(
                 f"Ergodic inference: transitions {np.flatnonzero(tail < 0.05).tolist()} accepted "
                 f"under 5% of their proposals over the last iterations (lowest "
                 f"{float(tail.min()):.3g}): the chain barely moves there, so P_T is close to "
                 "P_0, not to the posterior. Check approx.stein_gap(); pass a P_0 closer to the "
-                "posterior (initial=pmt.Base(...)) or more n_iterations.",
-                stacklevel=2,
+                "posterior (initial=pmt.Base(...)) or more n_iterations."
             )
     if tune_initial == "stein" and calibration_draws:
         scale, gap_mcse = _calibrate_scale(approx, int(calibration_draws), calibration_seed)

@@ -17,7 +17,6 @@ warm-up is a draw.
 from __future__ import annotations
 
 import numbers
-import warnings
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -31,7 +30,13 @@ from pymc_tempering.driver import constrained_draws, driver_result, run_kernel
 from pymc_tempering.kernels import Info, exchange, thermostats
 from pymc_tempering.kernels.exchange import CORRECTION_SD, temperature_ladder
 from pymc_tempering.kernels.thermostats import TACTSettings
-from pymc_tempering.sampling import DivergenceError, check_sampler_args, split_seed
+from pymc_tempering.sampling import (
+    DivergenceError,
+    check_sampler_args,
+    one_blas_thread,
+    split_seed,
+    warn,
+)
 from pymc_tempering.target import Target
 
 __all__ = ["minibatch_exchange_energies", "sample_replica_exchange"]
@@ -376,10 +381,9 @@ def _use_corrected(model, minibatch) -> bool:
     has_minibatch = _has_minibatch(model)
     corrected = has_minibatch if minibatch == "auto" else bool(minibatch)
     if has_minibatch and not corrected:
-        warnings.warn(
+        warn(
             "The model uses pm.Minibatch but minibatch=False: the Metropolis exchange test on "
-            "noisy energies is biased.",
-            stacklevel=3,
+            "noisy energies is biased."
         )
     return corrected
 
@@ -465,6 +469,7 @@ def _result(target, trace, ladder, attrs, random_seed):
     )
 
 
+@one_blas_thread
 def sample_replica_exchange(
     draws: int = 1000,
     tune: int = 1000,
@@ -629,11 +634,10 @@ def sample_replica_exchange(
     )
     blowups = phase["blowups"] if auto else 0
     if blowups:
-        warnings.warn(
+        warn(
             f"Replica exchange blew up {blowups} times during the warm-up (last: "
             f"{phase['last_error']}); each time the warm-up repeated the iteration with a "
-            "preconditioner (so a step) half as wide. The draws come after the warm-up.",
-            UserWarning, stacklevel=2,
+            "preconditioner (so a step) half as wide. The draws come after the warm-up."
         )
     attrs = {
         "n_replicas": int(n_rep), "max_temperature": float(ladder[-1]),

@@ -10,7 +10,6 @@ chain's state is kept as a draw when its effective temperature ``1 / lambda(xi)`
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -22,7 +21,13 @@ from pymc.model import modelcontext
 from pymc_tempering.driver import driver_result, run_kernel
 from pymc_tempering.kernels import thermostats
 from pymc_tempering.kernels.thermostats import TACTSettings, coupling
-from pymc_tempering.sampling import DivergenceError, check_sampler_args, split_seed
+from pymc_tempering.sampling import (
+    DivergenceError,
+    check_sampler_args,
+    one_blas_thread,
+    split_seed,
+    warn,
+)
 from pymc_tempering.target import Target
 
 __all__ = ["VARIANTS", "sample_tact"]
@@ -250,6 +255,7 @@ def _result(target, trace, settings, attrs, random_seed):
     )
 
 
+@one_blas_thread
 def sample_tact(
     draws: int = 1000,
     tune: int = 1000,
@@ -425,11 +431,10 @@ def sample_tact(
     )
     retries = phase["blowups"] if auto else 0
     if retries:
-        warnings.warn(
+        warn(
             f"TACT-HMC blew up {retries} times during the warm-up (last: "
             f"{phase['last_error']}); each time the warm-up repeated the iteration with a "
-            "preconditioner (so a step) half as wide. The draws come after the warm-up.",
-            UserWarning, stacklevel=2,
+            "preconditioner (so a step) half as wide. The draws come after the warm-up."
         )
     settings = trace.params
     attrs = {
