@@ -36,7 +36,14 @@ from pymc_tempering.results import (
     base_group,
     build_result,
 )
-from pymc_tempering.sampling import check_sampler_args, one_blas_thread, pm_sample_kwargs, seed_attrs, split_seed, warn_problems
+from pymc_tempering.sampling import (
+    check_sampler_args,
+    one_blas_thread,
+    pm_sample_kwargs,
+    seed_attrs,
+    split_seed,
+    warn_problems,
+)
 from pymc_tempering.target import Target
 
 __all__ = ["continuously_tempered_model", "sample_ct"]
@@ -209,10 +216,9 @@ def sample_ct(
         A final run whose standard error of log Z is above this is repeated too, with the base
         and ``log_zeta`` refitted to it and its chains lengthened by the factor
         ``1.2 (se / target_se)^2`` (at most 4) that the standard error asks for (within the
-        same ``max_extensions`` budget); one whose
-        standard error is still above it when the budget is spent is marked unreliable
-        (:func:`~pymc_tempering.diagnose`'s ``standard_error`` check). ``None`` accepts any
-        standard error.
+        same ``max_extensions`` budget); one whose standard error is still above it when the
+        budget is spent is marked unreliable (:func:`~pymc_tempering.diagnose`'s
+        ``standard_error`` check). ``None`` accepts any standard error.
     nuts_sampler : {"pymc", "nutpie", "numpyro", "blackjax"}, optional
         Passed to :func:`pymc.sample`; ``None`` lets PyMC choose.
     random_seed : int or numpy.random.Generator, optional

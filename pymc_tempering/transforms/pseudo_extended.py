@@ -39,7 +39,13 @@ from pymc_tempering.results import (
     TEMPERATURE_CONTROL,
     build_result,
 )
-from pymc_tempering.sampling import check_sampler_args, one_blas_thread, pm_sample_kwargs, seed_attrs, warn_problems
+from pymc_tempering.sampling import (
+    check_sampler_args,
+    one_blas_thread,
+    pm_sample_kwargs,
+    seed_attrs,
+    warn_problems,
+)
 from pymc_tempering.target import Target
 
 __all__ = ["pseudo_extended_model", "sample_pe", "pe_log_weights", "DEFAULT_BETA_MIN"]
