@@ -18,7 +18,7 @@ from pymc.model import modelcontext
 from scipy import linalg, optimize
 from scipy.special import logsumexp
 
-from pymc_tempering.sampling import one_blas_thread, split_seed, warn
+from pymc_tempering.sampling import reproducible, split_seed, warn
 from pymc_tempering.target import Target
 
 __all__ = [
@@ -418,7 +418,7 @@ def check_base(target: Target, base: Base | MixtureBase) -> None:
         )
 
 
-@one_blas_thread
+@reproducible
 def fit_base(
     model: pm.Model | None = None,
     method: str = "advi",
@@ -716,6 +716,7 @@ class Modes:
         return np.exp(self.log_mass - logsumexp(self.log_mass))
 
 
+@reproducible
 def find_modes(target: Target, n_starts: int = N_MODE_STARTS, random_seed=None) -> Modes | None:
     """Optimise the target's log density from prior draws, and keep the distinct maxima.
 
@@ -1097,6 +1098,7 @@ def widen_base(base: Base, missed) -> Base:
     )
 
 
+@reproducible
 def estimate_log_zeta(target: Target, base: Base, n: int = 1000, random_seed=None) -> float:
     """Importance-sampling estimate of the target's log normaliser with the base as proposal.
 

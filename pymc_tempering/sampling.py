@@ -8,7 +8,8 @@ Every sampler has the signature of ``pm.sample``::
 ``tune`` is the warm-up (adaptation, burn-in, pilot runs) everywhere and its draws are
 discarded. This module holds what implements that contract once: the argument check, seed
 splitting, the seed recorded in a result's attrs, the one exception for a numerical blow-up,
-the warnings every sampler raises from :func:`~pymc_tempering.diagnose`, and one BLAS thread.
+the warnings every sampler raises from :func:`~pymc_tempering.diagnose`, and reproducible
+arithmetic (:func:`reproducible`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 import warnings
 
 import numpy as np
+import pytensor
 from threadpoolctl import threadpool_limits
 
 __all__ = [
@@ -29,7 +31,7 @@ __all__ = [
     "warn",
     "warn_problems",
     "pm_sample_kwargs",
-    "one_blas_thread",
+    "reproducible",
 ]
 
 
@@ -93,19 +95,34 @@ def warn_problems(result) -> None:
         warn(problem)
 
 
-def one_blas_thread(method):
-    """Run ``method`` with BLAS (OpenBLAS, MKL) limited to one thread.
+def reproducible(method):
+    """Run ``method`` in arithmetic that gives the same bits for the same seed.
 
-    A sum split over threads adds in another order, so the same seed gave other draws with
-    one BLAS thread than with two (a long dot product in the log density, a large matrix
-    product in a base fit); the thread count is the machine's unless someone sets it. With one
-    thread a seed gives the same bits on every machine. The methods' chains run in parallel
-    already, so a second BLAS thread per chain mostly competed with them.
+    Two settings that would otherwise change the bits, and through a base fit or an
+    extension the answer:
+
+    - **One BLAS thread** (OpenBLAS, MKL). A sum split over threads adds in another order, so
+      the same seed gave other draws with one BLAS thread than with two (a long dot product in
+      the log density, a large matrix product in a base fit); the thread count is the
+      machine's unless someone sets it. The methods' chains run in parallel already, so a
+      second BLAS thread per chain mostly competed with them.
+    - **Strict IEEE arithmetic in PyTensor's numba backend** (``numba__fastmath=False`` while
+      ``method`` compiles). PyTensor compiles with LLVM's fast-math flags by default
+      (reassociation, contraction to fused multiply-adds), whose effect depends on what LLVM
+      inlines, and that depends on which parts of a graph came from PyTensor's on-disk cache
+      and which were compiled afresh. The same seed then gave other bits on a first run (cold
+      cache) than on later runs: on a 200-observation sign-flip model, a log Z of -279.92 and
+      reliable on the first run and -280.66 and flagged on every later one. Without the flags
+      the bits do not depend on the cache. The flag is PyTensor's own and is restored
+      afterwards; models you compile yourself keep your setting.
     """
 
     @functools.wraps(method)
     def wrapper(*args, **kwargs):
-        with threadpool_limits(limits=1, user_api="blas"):
+        with (
+            threadpool_limits(limits=1, user_api="blas"),
+            pytensor.config.change_flags(numba__fastmath=False),
+        ):
             return method(*args, **kwargs)
 
     return wrapper
@@ -119,7 +136,7 @@ def pm_sample_kwargs(nuts_sampler: str | None, sample_kwargs: dict) -> dict:
       such names by default (``include_transformed`` for PyMC's and nutpie's,
       ``keep_untransformed`` for the JAX samplers), and the weights need them.
     - ``blas_cores``, unless given: PyMC raises BLAS to ``cores`` threads around an external
-      sampler, which would undo :func:`one_blas_thread`, so it is left alone there (``None``);
+      sampler, which would undo :func:`reproducible`, so it is left alone there (``None``);
       PyMC's own sampler keeps ``"auto"``, which gives each parallel chain one thread.
     """
     kwargs = dict(sample_kwargs)

@@ -1,6 +1,7 @@
 """sampling.py: the contract's argument check, seeds, and warnings (no sampling)."""
 
 import numpy as np
+import pytensor
 import pytest
 import xarray as xr
 from xarray import DataTree
@@ -8,7 +9,7 @@ from xarray import DataTree
 from pymc_tempering.sampling import (
     DivergenceError,
     check_sampler_args,
-    one_blas_thread,
+    reproducible,
     pm_sample_kwargs,
     seed_attrs,
     split_seed,
@@ -96,24 +97,26 @@ def test_pm_sample_kwargs():
     }
     jax_kwargs = pm_sample_kwargs("numpyro", {"nuts": {"chain_method": "vectorized"}})
     assert jax_kwargs["nuts"] == {"chain_method": "vectorized", "keep_untransformed": True}
-    # around an external sampler PyMC's limiter stays out, so one_blas_thread's limit holds
+    # around an external sampler PyMC's limiter stays out, so reproducible's limit holds
     assert pm_sample_kwargs(None, {})["blas_cores"] is None
     assert pm_sample_kwargs("nutpie", {"blas_cores": 2})["blas_cores"] == 2
 
 
-def test_one_blas_thread_limits_and_restores():
+def test_reproducible_limits_and_restores():
     from threadpoolctl import threadpool_info
 
     def blas_threads():
         return {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
 
     before = blas_threads()
+    fastmath = pytensor.config.numba__fastmath
 
-    @one_blas_thread
+    @reproducible
     def inside():
         """Doc."""
-        return blas_threads()
+        return blas_threads(), pytensor.config.numba__fastmath
 
-    assert set(inside().values()) == {1}
-    assert blas_threads() == before
+    threads, inside_fastmath = inside()
+    assert set(threads.values()) == {1} and inside_fastmath is False
+    assert blas_threads() == before and pytensor.config.numba__fastmath == fastmath
     assert inside.__doc__ == "Doc."

@@ -34,7 +34,7 @@ from pymc_tempering.kernels.ladder import (
     anneal_step,
     temperature_schedule,
 )
-from pymc_tempering.sampling import check_sampler_args, one_blas_thread, split_seed
+from pymc_tempering.sampling import check_sampler_args, reproducible, split_seed
 
 __all__ = ["sample_ais"]
 
@@ -101,7 +101,7 @@ def _anneal(target, base, betas, n_leapfrog, step_size, target_accept, n_pilot, 
     return main, trace.state.step_size_sum / (len(betas) - 1)
 
 
-@one_blas_thread
+@reproducible
 def sample_ais(
     draws: int = 1000,
     tune: int = 1000,

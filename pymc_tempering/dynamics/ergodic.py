@@ -39,7 +39,7 @@ from pymc_tempering.kernels.ergodic import gaussian_entropy
 from pymc_tempering.sampling import (
     DivergenceError,
     check_sampler_args,
-    one_blas_thread,
+    reproducible,
     seed_attrs,
     split_seed,
     warn,
@@ -516,7 +516,7 @@ def _approximation(target, params, average, tuned, n_leapfrog, h, history):
     )
 
 
-@one_blas_thread
+@reproducible
 def fit_ergodic(
     *,
     model: pm.Model | None = None,

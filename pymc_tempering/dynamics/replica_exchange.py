@@ -33,7 +33,7 @@ from pymc_tempering.kernels.thermostats import TACTSettings
 from pymc_tempering.sampling import (
     DivergenceError,
     check_sampler_args,
-    one_blas_thread,
+    reproducible,
     split_seed,
     warn,
 )
@@ -469,7 +469,7 @@ def _result(target, trace, ladder, attrs, random_seed):
     )
 
 
-@one_blas_thread
+@reproducible
 def sample_replica_exchange(
     draws: int = 1000,
     tune: int = 1000,

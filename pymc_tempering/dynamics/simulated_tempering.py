@@ -32,7 +32,7 @@ from pymc_tempering.estimators import log_ratio_of_means
 from pymc_tempering.kernels import hmc
 from pymc_tempering.kernels.ladder import ladder_log_conditional, ladder_step, temperature_schedule
 from pymc_tempering.results import INVERSE_TEMPERATURE
-from pymc_tempering.sampling import check_sampler_args, one_blas_thread, split_seed
+from pymc_tempering.sampling import check_sampler_args, reproducible, split_seed
 
 __all__ = ["sample_simulated_tempering"]
 
@@ -95,7 +95,7 @@ def _initial(evaluate, betas, log_zeta, chains, ndim, rng) -> _State:
     return _State(position, level, ladder_log_conditional(log_zeta + position.delta_no_zeta, betas))
 
 
-@one_blas_thread
+@reproducible
 def sample_simulated_tempering(
     draws: int = 1000,
     tune: int = 1000,

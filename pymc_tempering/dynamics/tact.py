@@ -24,7 +24,7 @@ from pymc_tempering.kernels.thermostats import TACTSettings, coupling
 from pymc_tempering.sampling import (
     DivergenceError,
     check_sampler_args,
-    one_blas_thread,
+    reproducible,
     split_seed,
     warn,
 )
@@ -255,7 +255,7 @@ def _result(target, trace, settings, attrs, random_seed):
     )
 
 
-@one_blas_thread
+@reproducible
 def sample_tact(
     draws: int = 1000,
     tune: int = 1000,

@@ -26,7 +26,7 @@ from pytensor.graph.replace import graph_replace
 
 from pymc_tempering.base import Base, prepare_base
 from pymc_tempering.results import INVERSE_TEMPERATURE
-from pymc_tempering.sampling import check_sampler_args, one_blas_thread, pm_sample_kwargs, seed_attrs
+from pymc_tempering.sampling import check_sampler_args, reproducible, pm_sample_kwargs, seed_attrs
 from pymc_tempering.transforms.continuous_tempering import (
     ct_result,
     run_with_bootstrap,
@@ -237,7 +237,7 @@ def _uniform_inverse_temperature():
     return beta, 0.0
 
 
-@one_blas_thread
+@reproducible
 def sample_gibbs_ct(
     draws: int = 1000,
     tune: int = 1000,

@@ -38,7 +38,7 @@ from pymc_tempering.results import (
 )
 from pymc_tempering.sampling import (
     check_sampler_args,
-    one_blas_thread,
+    reproducible,
     pm_sample_kwargs,
     seed_attrs,
     split_seed,
@@ -137,7 +137,7 @@ def tempered_model(model, base: Base, log_zeta: float | None, inverse_temperatur
     return new_model
 
 
-@one_blas_thread
+@reproducible
 def sample_ct(
     draws: int = 1000,
     tune: int = 1000,

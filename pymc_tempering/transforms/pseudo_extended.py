@@ -41,7 +41,7 @@ from pymc_tempering.results import (
 )
 from pymc_tempering.sampling import (
     check_sampler_args,
-    one_blas_thread,
+    reproducible,
     pm_sample_kwargs,
     seed_attrs,
     warn_problems,
@@ -261,7 +261,7 @@ def pe_log_weights(log_gamma, log_q) -> np.ndarray:
     return r - logsumexp(r, axis=-1, keepdims=True)
 
 
-@one_blas_thread
+@reproducible
 def sample_pe(
     draws: int = 1000,
     tune: int = 1000,
