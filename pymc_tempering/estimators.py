@@ -12,6 +12,15 @@ standard error comes from the delta method on the linearised series
 sample size of arviz-stats (``method="mean"``). That ESS combines the autocorrelation within
 chains with the variance between chains (the split-chain, Stan-style estimator), so chains that
 disagree inflate the standard error.
+
+The log normalising constants (:func:`log_ratio_by_chain`) also take each chain's own estimate,
+and report the larger of that standard error and the standard error of the mean of the
+per-chain estimates, ``sd(per_chain) / sqrt(chains)`` (from three chains on: two give one degree
+of freedom). The per-chain estimates are independent replicates, so their spread shows a slow
+mixing that an autocorrelation estimate truncated within a chain can miss: on two runs of the
+evidence suite (two Gaussian shells in 20 dimensions; a bimodal Cauchy likelihood) the ESS
+standard error was 0.079 and 0.029 while the chains' estimates spread by 0.12 and 0.054 (standard
+errors of their means), and the estimates were 3.05 and -3.11 ESS standard errors from the truth.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from scipy.special import logsumexp
 __all__ = [
     "ct_log_weights",
     "log_ratio_of_means",
+    "log_ratio_by_chain",
     "weighted_mean",
     "log_marginal_likelihood_ct",
     "kish_ess",
@@ -111,6 +121,32 @@ def log_ratio_of_means(log_a, log_b) -> tuple[float, float]:
     return float(log_mean_a - log_mean_b), _mcse_of_mean(z)
 
 
+def log_ratio_by_chain(log_a, log_b) -> tuple[float, float, np.ndarray]:
+    """:func:`log_ratio_of_means` pooled over the chains and for each chain alone.
+
+    Parameters
+    ----------
+    log_a, log_b : array_like, shape (chain, draw)
+
+    Returns
+    -------
+    estimate : float
+        ``log(mean(a) / mean(b))`` over all draws.
+    standard_error : float
+        The larger of :func:`log_ratio_of_means`' standard error and, from three chains on,
+        ``sd(per_chain, ddof=1) / sqrt(chains)`` (module docstring).
+    per_chain : ndarray, shape (chain,)
+        ``log(mean(a) / mean(b))`` of each chain alone.
+    """
+    log_a, log_b = _as_chain_draw(log_a), _as_chain_draw(log_b)
+    estimate, se = log_ratio_of_means(log_a, log_b)
+    per_chain = logsumexp(log_a, axis=1) - logsumexp(log_b, axis=1)
+    chains = per_chain.size
+    if chains >= 3 and np.all(np.isfinite(per_chain)):
+        se = max(se, float(np.std(per_chain, ddof=1) / np.sqrt(chains)))
+    return estimate, se, per_chain
+
+
 def log_marginal_likelihood_ct(delta, log_zeta: float) -> tuple[float, float, np.ndarray]:
     """The continuous tempering estimate of log Z (eq. 20).
 
@@ -126,15 +162,15 @@ def log_marginal_likelihood_ct(delta, log_zeta: float) -> tuple[float, float, np
     estimate : float
         Pooled over all chains.
     standard_error : float
-        Delta-method standard error with the multi-chain ESS (module docstring).
+        The larger of the delta-method standard error with the multi-chain ESS and the spread
+        of the per-chain estimates (:func:`log_ratio_by_chain`).
     per_chain : ndarray, shape (chain,)
         The estimate from each chain alone.
     """
     delta = _as_chain_draw(delta)
     log_w0, log_w1 = ct_log_weights(delta)
-    estimate, se = log_ratio_of_means(log_w1, log_w0)
-    per_chain = log_zeta + logsumexp(log_w1, axis=1) - logsumexp(log_w0, axis=1)
-    return float(log_zeta + estimate), se, per_chain
+    estimate, se, per_chain = log_ratio_by_chain(log_w1, log_w0)
+    return float(log_zeta + estimate), se, log_zeta + per_chain
 
 
 def weighted_mean(values, log_weight) -> tuple[np.ndarray, np.ndarray]:
@@ -198,14 +234,13 @@ def log_marginal_likelihood_pe(log_r) -> tuple[float, float, np.ndarray]:
     estimate : float
         Pooled over all chains.
     standard_error : float
-        Delta-method standard error with the multi-chain ESS (module docstring).
+        As for :func:`log_ratio_by_chain`.
     per_chain : ndarray, shape (chain,)
         The estimate from each chain alone.
     """
     log_r = _as_chain_draw(log_r)
-    estimate, se = log_ratio_of_means(-log_r, np.zeros_like(log_r))
-    per_chain = -(logsumexp(-log_r, axis=1) - np.log(log_r.shape[1]))
-    return float(-estimate), se, per_chain
+    estimate, se, per_chain = log_ratio_by_chain(-log_r, np.zeros_like(log_r))
+    return float(-estimate), se, -per_chain
 
 
 def log_mean_exp(log_w) -> tuple[float, float]:

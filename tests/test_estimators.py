@@ -10,6 +10,7 @@ from pymc_tempering.estimators import (
     ct_log_weights,
     kish_ess,
     log_marginal_likelihood_ct,
+    log_ratio_by_chain,
     log_ratio_of_means,
     weighted_mean,
 )
@@ -162,3 +163,25 @@ def test_log_ratio_of_means_exact():
     assert est == pytest.approx(np.log(3.0 / 2.0))
     assert logsumexp(a) == pytest.approx(np.log(15.0))
 
+
+
+def test_log_ratio_by_chain_takes_the_spread_of_the_chains():
+    """Chains whose estimates differ by more than their within-chain noise says: the standard
+    error is the spread of the per-chain estimates over sqrt(chains); with two chains (one
+    degree of freedom) it is the ESS standard error alone; with chains that agree, about the ESS one."""
+    rng = np.random.default_rng(seed(3))
+    noise = 0.01 * rng.standard_normal((4, 1000))
+    offsets = np.array([-0.3, -0.1, 0.1, 0.3])[:, None]  # each chain's estimate of log a/b
+    log_a, log_b = offsets + noise, np.zeros((4, 1000))
+    est, se, per_chain = log_ratio_by_chain(log_a, log_b)
+    ess_est, ess_se = log_ratio_of_means(log_a, log_b)
+    assert est == ess_est
+    np.testing.assert_allclose(per_chain, logsumexp(log_a, axis=1) - np.log(1000))
+    assert se == pytest.approx(np.std(per_chain, ddof=1) / 2) and se > ess_se
+    _, se_two, _ = log_ratio_by_chain(log_a[:2], log_b[:2])
+    assert se_two == log_ratio_of_means(log_a[:2], log_b[:2])[1]
+    _, se_agree, per_chain = log_ratio_by_chain(noise, log_b)
+    ess_se = log_ratio_of_means(noise, log_b)[1]
+    assert se_agree == max(ess_se, np.std(per_chain, ddof=1) / 2)
+    # iid draws: (spread / ESS standard error)^2 is about chi^2_3 / 3, above 9 with p = 6e-6
+    assert se_agree < 3 * ess_se

@@ -24,11 +24,10 @@ from typing import NamedTuple
 
 import numpy as np
 import pymc as pm
-from scipy.special import logsumexp
 
 from pymc_tempering.base import Base, prepare_base
 from pymc_tempering.driver import driver_result, run_kernel
-from pymc_tempering.estimators import log_ratio_of_means
+from pymc_tempering.estimators import log_ratio_by_chain
 from pymc_tempering.kernels import hmc
 from pymc_tempering.kernels.ladder import ladder_log_conditional, ladder_step, temperature_schedule
 from pymc_tempering.results import INVERSE_TEMPERATURE
@@ -180,8 +179,7 @@ def sample_simulated_tempering(
         description="Simulated tempering", progressbar=progressbar,
     )
     out = trace.draws
-    estimate, se = log_ratio_of_means(out["log_p1"], out["log_p0"])
-    per_chain = log_zeta + logsumexp(out["log_p1"], axis=1) - logsumexp(out["log_p0"], axis=1)
+    estimate, se, per_chain = log_ratio_by_chain(out["log_p1"], out["log_p0"])
     stats = {name: out[name] for name in ("diverging", "acceptance_rate", "lp")}
     stats["step_size"] = np.repeat(trace.params.step_size[:, None], draws, axis=1)
     return driver_result(
@@ -192,6 +190,6 @@ def sample_simulated_tempering(
             "tune": tune, "chains": chains, "n_temperatures": int(n_temperatures),
             "schedule": schedule, "n_leapfrog": n_leapfrog,
         },
-        log_weight=out["log_p1"], log_marginal_likelihood=(log_zeta + estimate, se, per_chain),
+        log_weight=out["log_p1"], log_marginal_likelihood=(log_zeta + estimate, se, log_zeta + per_chain),
         extra_posterior={INVERSE_TEMPERATURE: betas[out["level"]]},
     )
