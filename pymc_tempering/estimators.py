@@ -134,7 +134,8 @@ def log_ratio_by_chain(log_a, log_b) -> tuple[float, float, np.ndarray]:
         ``log(mean(a) / mean(b))`` over all draws.
     standard_error : float
         The larger of :func:`log_ratio_of_means`' standard error and, from three chains on,
-        ``sd(per_chain, ddof=1) / sqrt(chains)`` (module docstring).
+        ``sd(per_chain, ddof=1) / sqrt(chains)`` (module docstring), unless the per-chain
+        estimates agree to rounding.
     per_chain : ndarray, shape (chain,)
         ``log(mean(a) / mean(b))`` of each chain alone.
     """
@@ -142,7 +143,8 @@ def log_ratio_by_chain(log_a, log_b) -> tuple[float, float, np.ndarray]:
     estimate, se = log_ratio_of_means(log_a, log_b)
     per_chain = logsumexp(log_a, axis=1) - logsumexp(log_b, axis=1)
     chains = per_chain.size
-    if chains >= 3 and np.all(np.isfinite(per_chain)):
+    rounding = np.ptp(per_chain) <= 1e-12 * (1.0 + np.max(np.abs(per_chain)))  # an exact base
+    if chains >= 3 and np.all(np.isfinite(per_chain)) and not rounding:
         se = max(se, float(np.std(per_chain, ddof=1) / np.sqrt(chains)))
     return estimate, se, per_chain
 
