@@ -513,10 +513,14 @@ def test_defaults_on_table_2_targets(name):
     standard error ``calibration_gap_mcse``, which moves a statistic S by about
     ``|dS / d gap|`` times that. The derivative is a difference quotient between P_0 scaled by
     ``exp(+-0.2)`` from the same start noise (common random numbers). On the ring it matters:
-    the gap is nearly flat in P_0's scale there (about -0.09 per unit of log scale) while
-    ``E[log pi*]`` is not (+0.08), so the calibration's 0.03 in the gap is about 0.03 in
-    ``E[log pi*]``, six times the draws' MCSE; with the draws' MCSE alone the fit of
-    ``PMT_TEST_SEED=0`` is at z = -4.8. The fit is seeded from ``checks.seed``.
+    the gap is nearly flat in P_0's scale there while ``E[log pi*]`` is not, so the
+    calibration's 0.03 in the gap becomes 0.03-0.06 in ``E[log pi*]``, 7-11 times the draws'
+    MCSE (0.0045-0.0052). On the mixture of Gaussians neither moves with the scale and the
+    difference quotient is a ratio of two small noisy numbers (0.002-0.058 at seeds 0-2): a
+    loose bound there. Measured (PMT_TEST_SEED 0, 1, 2): ring ``E[log pi*]`` -0.8076, -0.7839,
+    -0.7873 against -0.7825 (z by the draws' MCSE alone -4.8, -0.3, -1.1); mog -2.7837,
+    -2.7765, -2.7771 against -2.7744 (-2.0, -0.5, -0.6). The fit is seeded from
+    ``checks.seed``.
     """
     from pymc_tempering.kernels.ergodic import stein_terms
 
@@ -542,8 +546,6 @@ def test_defaults_on_table_2_targets(name):
         for a, b in zip(up, down, strict=True)
     ]
     est, mcse = log_density[-1].mean(), mcse_of_mean(log_density[-1])
-    print(f"{name}: E[log pi*] {est:.4f} (truth {truth:.4f}), draws' MCSE {float(mcse):.4f}, "
-          f"calibration {float(calibration[0]):.4f}; covariance {np.cov(x.T).round(3).tolist()}")
     assert_within_se(est, truth, np.hypot(mcse, calibration[0]), what="E[log pi*]")
     assert_within_se(x.mean(axis=0), mean, np.hypot(mcse_of_mean(x[None]), calibration[1]),
                      what="mean")
