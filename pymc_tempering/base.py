@@ -717,7 +717,9 @@ class Modes:
 
 
 @reproducible
-def find_modes(target: Target, n_starts: int = N_MODE_STARTS, random_seed=None) -> Modes | None:
+def find_modes(
+    target: Target, n_starts: int = N_MODE_STARTS, random_seed=None, *, starts=None
+) -> Modes | None:
     """Optimise the target's log density from prior draws, and keep the distinct maxima.
 
     L-BFGS (:func:`scipy.optimize.minimize`) on the flat unconstrained space from ``n_starts``
@@ -727,22 +729,37 @@ def find_modes(target: Target, n_starts: int = N_MODE_STARTS, random_seed=None) 
     or stops at a saddle does not. Optima that agree within a tenth of their Laplace standard
     deviations are one.
 
+    Parameters
+    ----------
+    target : Target
+    n_starts : int
+        Prior draws to start from.
+    random_seed : int, optional
+    starts : array_like, shape (n, ndim), optional
+        Flat points to start from instead of prior draws (for a model whose prior cannot be
+        drawn from, such as one with ``pm.Flat`` variables); their spread then stands for the
+        prior's in the flooring of :class:`Modes`.
+
     Returns
     -------
     Modes or None
-        ``None`` when the prior cannot be drawn from or no run converged.
+        ``None`` when the prior cannot be drawn from (and no ``starts`` are given) or no run
+        converged.
     """
-    return _search(target, n_starts, random_seed)[0]
+    return _search(target, n_starts, random_seed, starts)[0]
 
 
-def _search(target: Target, n_starts: int, random_seed):
+def _search(target: Target, n_starts: int, random_seed, starts=None):
     """:func:`find_modes`, and the end points of the runs that did not converge (by decreasing
     log density; ``None`` when the prior cannot be drawn from) with the prior's standard
     deviations on the unconstrained space."""
-    try:
-        _, starts = _prior_draws(target, n_starts, random_seed)
-    except ValueError:
-        return None, None, None
+    if starts is not None:
+        starts = np.asarray(starts, dtype=float).reshape(-1, target.ndim)
+    else:
+        try:
+            _, starts = _prior_draws(target, n_starts, random_seed)
+        except ValueError:
+            return None, None, None
     # Directions in which the target is flat count as wide as the prior (see Modes.log_mass).
     prior_sd = np.maximum(starts.std(axis=0), 1e-12)
 

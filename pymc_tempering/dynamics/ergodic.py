@@ -32,7 +32,15 @@ import pymc as pm
 from pymc.model import modelcontext
 from xarray import DataTree
 
-from pymc_tempering.base import Base, fit_base
+from pymc_tempering.base import (
+    N_MODE_STARTS,
+    Base,
+    MixtureBase,
+    Modes,
+    _laplace_cov,
+    find_modes,
+    fit_base,
+)
 from pymc_tempering.driver import driver_result, run_kernel
 from pymc_tempering.kernels import ergodic as hei
 from pymc_tempering.kernels.ergodic import gaussian_entropy
@@ -125,6 +133,7 @@ class ErgodicApproximation:
         """Dimension of the flat unconstrained space."""
         return int(self.initial_mean.size)
 
+    @reproducible
     def run_chain(self, n: int, random_seed=None, chunk_size: int = 10_000, *, x0=None):
         """Run the tuned chain from ``n`` fresh draws of ``P_0`` (or from given states).
 
@@ -280,28 +289,98 @@ def _check_options(n_steps, n_leapfrog, n_particles, n_iterations, learning_rate
         )
 
 
-#: ``initial="auto"``: P_0's sds are the quick Laplace fit's marginal sds times this.
+#: ``initial="auto"``: P_0's sds are those of the moment-matched Gaussian of the Laplace mixture
+#: over the optima of the mode search (for one optimum, its Laplace sds) times this.
 AUTO_WIDEN = 2.0
 #: ``step_size="auto"``: the initial step sizes, in units of P_0's standard deviations.
 AUTO_STEP_RANGE = (0.1, 0.25)
 
 
-def _laplace(target: Target, seed=None) -> tuple[np.ndarray, np.ndarray]:
-    """The mode and marginal sds of a quick Laplace fit (``initial="auto"``), clear errors."""
-    start = target.ravel(target.model.initial_point())
-    try:
-        mode, std = hei.laplace_fit(target.batched_logp_and_grad(), start, jitter_seed=seed)
-    except ValueError as err:
-        raise ValueError(f"initial='auto': {err}") from err
-    if not (np.all(np.isfinite(mode)) and np.all(np.isfinite(std)) and np.all(std > 0)):
+class _AutoInitial(NamedTuple):
+    """``initial="auto"``: ``P_0``'s centre and sds before widening, the bound ``h``, the
+    number of optima the mode search found and the root-mean-square of their Laplace sds
+    (``local_std``, the scale of one mode: where the leapfrog's units come from)."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    entropy_bound: float
+    n_modes: int
+    local_std: np.ndarray
+
+
+def _mode_search(target: Target, seed) -> Modes:
+    """The optima of the project's mode search (:func:`~pymc_tempering.base.find_modes`).
+
+    From prior draws; where the prior is improper (``pm.Flat``) or no run converged,
+    from ``N_MODE_STARTS`` points jittered around the model's initial point by ``U(-1, 1)``, as
+    ``pm.sample`` jitters its chains' starts.
+    """
+    modes = None if target.improper_variables else find_modes(target, random_seed=seed)
+    if modes is None:
+        rng = np.random.default_rng(seed)
+        start = target.ravel(target.model.initial_point())
+        starts = start + rng.uniform(-1.0, 1.0, size=(N_MODE_STARTS, target.ndim))
+        modes = find_modes(target, starts=starts)
+    if modes is None:
         raise ValueError(
-            "initial='auto': the quick Laplace fit for P_0 gave a non-finite mode or scale. Pass "
-            "initial=pmt.Base(...) (a P_0 wider than the posterior) or initial='prior'."
+            "initial='auto': the mode search found no maximum of the log density (no "
+            "optimisation from prior draws, nor from points jittered around the model's initial "
+            "point, converged to a finite maximum: the log density or its gradient is not "
+            "finite there, or it has a flat or improper direction). Pass initial=pmt.Base(...) "
+            "(a P_0 wider than the posterior) or initial='prior'."
         )
-    return mode, std
+    return modes
 
 
-def _initial_gaussian(target: Target, initial, prior_base: Base | None, laplace=None):
+def _auto_initial(target: Target, seed=None) -> _AutoInitial:
+    """``initial="auto"``: ``P_0`` from the optima of the mode search, ``h`` from their mixture.
+
+    Each optimum gets its Laplace Gaussian (:func:`~pymc_tempering.base._laplace_cov`, the
+    inverse of minus the Hessian, with no prior floor: a flat direction is bounded by the cap
+    instead), its marginal sds capped at ``PROFILE_FACTOR`` (2) profile half-widths along each
+    axis (:func:`~pymc_tempering.kernels.ergodic.profile_width`). ``P_0``'s centre and sds are
+    those of :meth:`MixtureBase.gaussian <pymc_tempering.MixtureBase.gaussian>` of the mixture
+    of these (factorised) Gaussians weighted by the optima's Laplace masses: for one optimum,
+    its mode and Laplace sds; for several, a Gaussian whose diagonal covers every optimum. The
+    bound ``h`` is :func:`~pymc_tempering.kernels.ergodic.mixture_entropy_bound` of that
+    mixture, an upper estimate of the posterior's entropy (for one optimum, the entropy of its
+    factorised Laplace Gaussian).
+    """
+    modes = _mode_search(target, seed)
+    logp = target.logp
+    stds = []
+    for x, cov in zip(modes.points, modes.cov, strict=True):
+        # modes.cov is floored at the prior's precision; redo it with a negligible floor (the
+        # largest curvature times 1e-12) so the cap, not the prior, bounds a flat direction
+        floor = 1e-12 / float(np.linalg.eigvalsh(cov).min())
+        laplace = _laplace_cov(target, x, floor)
+        std = np.sqrt(np.diag(laplace[0])) if laplace is not None else np.sqrt(np.diag(cov))
+        std = np.fmin(std, hei.PROFILE_FACTOR * hei.profile_width(logp, x, std))
+        stds.append(std)
+    stds = np.array(stds)
+    if not (np.all(np.isfinite(stds)) and np.all(stds > 0)):
+        raise ValueError(
+            "initial='auto': the Laplace Gaussians of the optima found have non-finite or zero "
+            "scales. Pass initial=pmt.Base(...) (a P_0 wider than the posterior) or "
+            "initial='prior'."
+        )
+    weights = np.maximum(modes.probabilities, 1e-3 * modes.probabilities.max())
+    mixture = MixtureBase(
+        components=tuple(Base(mean=x, cov=s**2) for x, s in zip(modes.points, stds, strict=True)),
+        weights=weights,
+    )
+    gaussian = mixture.gaussian()
+    w = mixture.weights / mixture.weights.sum()
+    return _AutoInitial(
+        np.array(gaussian.mean, dtype=float),
+        np.array(gaussian.std, dtype=float),
+        hei.mixture_entropy_bound(w, stds),
+        len(modes),
+        np.sqrt(w @ stds**2),
+    )
+
+
+def _initial_gaussian(target: Target, initial, prior_base: Base | None, auto=None):
     """Mean and sds of the factorised ``P_0`` from ``initial`` ("auto", "prior" or a Base)."""
     if isinstance(initial, Base):
         if initial.ndim != target.ndim:
@@ -313,21 +392,20 @@ def _initial_gaussian(target: Target, initial, prior_base: Base | None, laplace=
     if isinstance(initial, str) and initial == "prior":
         return np.array(prior_base.mean, dtype=float), np.array(prior_base.std, dtype=float)
     if isinstance(initial, str) and initial == "auto":
-        mode, std = laplace
-        return mode.copy(), AUTO_WIDEN * std
+        return auto.mean.copy(), AUTO_WIDEN * auto.std
     raise ValueError(
         f"initial must be 'auto', 'prior' or a pymc_tempering.Base, got {initial!r}."
     )
 
 
 def _initial_and_bound(model, target, initial, entropy_lower_bound, n_prior_draws, seed):
-    """``P_0``'s mean and sds, the bound ``h`` of eq. (5) and where it came from; checks eq. (5)."""
-    prior_base = laplace = None
-    auto = isinstance(initial, str) and initial == "auto"
-    if auto:
-        laplace = _laplace(target, seed)
+    """``P_0``'s mean and sds, the bound ``h`` of eq. (5), where it came from and (for
+    ``initial="auto"``) the number of optima found; checks eq. (5)."""
+    prior_base = auto = None
+    if isinstance(initial, str) and initial == "auto":
+        auto = _auto_initial(target, seed)
     if (isinstance(initial, str) and initial == "prior") or (
-        entropy_lower_bound is None and not auto
+        entropy_lower_bound is None and auto is None
     ):
         try:
             prior_base = fit_base(model, method="prior", n=n_prior_draws, random_seed=seed)
@@ -338,9 +416,9 @@ def _initial_and_bound(model, target, initial, entropy_lower_bound, n_prior_draw
                 "initial=pmt.Base(...) and an entropy_lower_bound (an upper estimate of the "
                 "posterior's entropy on the unconstrained space)."
             ) from err
-    mean0, std0 = _initial_gaussian(target, initial, prior_base, laplace)
-    if entropy_lower_bound is None and auto:
-        h, source = gaussian_entropy(laplace[1] ** 2), "laplace_entropy"
+    mean0, std0 = _initial_gaussian(target, initial, prior_base, auto)
+    if entropy_lower_bound is None and auto is not None:
+        h, source = auto.entropy_bound, "laplace_entropy"
     elif entropy_lower_bound is None:
         h, source = gaussian_entropy(prior_base.cov), "prior_gaussian_entropy"
     else:
@@ -358,7 +436,7 @@ def _initial_and_bound(model, target, initial, entropy_lower_bound, n_prior_draw
             "the target: widen `initial` (scale its standard deviations by at least "
             f"{np.exp((h - h0) / target.ndim):.3g}) or lower `entropy_lower_bound`."
         )
-    return mean0, std0, float(h), source
+    return mean0, std0, float(h), source, auto
 
 
 _PARAMETER_NAMES = {  # FitParameters field -> what the user knows it as
@@ -452,6 +530,11 @@ def _optimise(train, params, tuned, *, n_iterations, shape, rng, progressbar):
     return history, average, float(seconds), skipped
 
 
+#: Standard errors of the Stein gap beyond which the calibration warns (or, when the gap never
+#: changes sign, gives up).
+CALIBRATION_K = 4.0
+
+
 def _calibrate_scale(approx: ErgodicApproximation, n: int, seed) -> tuple[float, float]:
     """The factor on ``P_0``'s standard deviations that zeroes the Stein gap of ``P_T``.
 
@@ -459,7 +542,10 @@ def _calibrate_scale(approx: ErgodicApproximation, n: int, seed) -> tuple[float,
     the calibration). The tuned transitions are held fixed; the gap of ``n`` chains is a
     function of the factor ``c`` alone when every evaluation reuses the same noise (common
     random numbers), and :func:`~pymc_tempering.kernels.ergodic.calibrate_log_scale` finds its
-    root in ``log c``, never taking ``H(P_0)`` below the bound ``h``.
+    root in ``log c``, never taking ``H(P_0)`` below the bound ``h``. The gap need not fall
+    as ``P_0`` widens (where the chain forgets its start it is flat); when it stays positive
+    for every factor tried but is within ``CALIBRATION_K`` standard errors of zero at ``P_0``'s
+    own scale (or at the bound), that scale is kept.
     """
     d = approx.ndim
     rng = np.random.default_rng(seed)
@@ -484,9 +570,21 @@ def _calibrate_scale(approx: ErgodicApproximation, n: int, seed) -> tuple[float,
             )
         return value
 
-    log_c = hei.calibrate_log_scale(gap, lowest)
+    try:
+        log_c = hei.calibrate_log_scale(gap, lowest)
+    except ValueError:
+        # The gap stayed positive however wide P_0 was made. It need not fall as P_0 widens:
+        # on the mixture of Gaussians target P_T does not depend on P_0's scale (the chain
+        # forgets its start), and on the ring chains from far away end inside the ring, which
+        # raises the gap. Where the gap at P_0's own scale (or at the bound) is within K
+        # standard errors of zero, keep that scale; otherwise P_T is too concentrated and the
+        # error stands.
+        log_c = max(lowest, 0.0)
+        value, value_se = hei.mean_and_se(terms(log_c))
+        if abs(value) > CALIBRATION_K * value_se:
+            raise
     final, final_se = hei.mean_and_se(terms(float(log_c)))
-    if abs(final) > 4 * final_se:
+    if abs(final) > CALIBRATION_K * final_se:
         warn(
             f"Ergodic inference: after the Stein calibration the Stein gap of P_T is "
             f"{final:.3g} +- {final_se:.2g} (zero for the target; negative: too dispersed) with "
@@ -555,15 +653,23 @@ def fit_ergodic(
     n_leapfrog : int
         Leapfrog steps per transition.
     initial : "auto", "prior" or Base
-        ``P_0``. ``"auto"``: a quick Laplace fit of the model (L-BFGS to the mode, the Hessian
-        there by central differences of the gradient), ``P_0`` centred at the mode with
-        ``AUTO_WIDEN`` (2) times its marginal standard deviations, so the fit does not depend on
-        the units or location of the parameters. ``"prior"``: the diagonal of the Gaussian
+        ``P_0``. ``"auto"``: from the library's mode search
+        (:func:`~pymc_tempering.base.find_modes`: L-BFGS from 32 prior draws, or, for an
+        improper prior such as ``pm.Flat``, from 32 points jittered by ``U(-1, 1)`` around the
+        model's initial point), the Laplace Gaussian of each optimum found (marginal sds capped
+        at twice the profile half-width along each axis), and ``P_0`` centred at the mean of
+        the Gaussian moment-matched to their mixture with ``AUTO_WIDEN`` (2) times its marginal
+        standard deviations: for one optimum, the mode and twice its Laplace sds; for several,
+        a diagonal wide enough to cover every optimum. The fit does not depend on the units or
+        location of the parameters; ``settings["initial_modes"]`` counts the optima.
+        ``"prior"``: the diagonal of the Gaussian
         moment-matched to prior draws on the unconstrained space. Or a
         :class:`~pymc_tempering.Base`'s mean and marginal standard deviations.
     entropy_lower_bound : float, optional
-        The bound ``h`` of eq. (5). Default: with ``initial="auto"``, the entropy of the
-        factorised Laplace Gaussian (``P_0`` may shrink to the Laplace fit's width, not below);
+        The bound ``h`` of eq. (5). Default: with ``initial="auto"``, an upper bound on the
+        entropy of the mixture of the optima's factorised Laplace Gaussians, ``sum_k w_k H_k +
+        H(w)`` (for one optimum, its factorised Laplace entropy: ``P_0`` may shrink to the
+        Laplace fit's width, not below);
         otherwise the entropy of the Gaussian moment-matched to ``n_prior_draws`` prior draws
         (section 3.3). Pass it where neither is available.
     n_particles : int
@@ -586,7 +692,10 @@ def fit_ergodic(
     step_size : "auto", float or (low, high)
         Initial leapfrog step sizes. ``"auto"``: the leapfrog runs in ``P_0``'s units (momentum
         variances start at ``1 / initial_std**2``, a diagonal mass matrix) with step sizes drawn
-        per transition from ``AUTO_STEP_RANGE`` (0.1, 0.25) in those units. A number or a range
+        per transition from ``AUTO_STEP_RANGE`` (0.1, 0.25) in those units; with
+        ``initial="auto"`` and several optima, in the units of one optimum's Laplace sds
+        (root-mean-square over the optima) instead, since ``P_0``'s spread is then the distance
+        between the modes. A number or a range
         ``(low, high)`` (the paper's (0.01, 0.025)) is in the model's units, with momentum
         variances starting at 1.
     n_prior_draws : int
@@ -615,12 +724,17 @@ def fit_ergodic(
     _check_options(n_steps, n_leapfrog, n_particles, n_iterations, learning_rate, tune_initial,
                    calibration_draws, step_size)
     prior_seed, init_seed, noise_seed, calibration_seed = split_seed(random_seed, 4)
-    mean0, std0, h, bound_source = _initial_and_bound(
+    mean0, std0, h, bound_source, auto = _initial_and_bound(
         model, target, initial, entropy_lower_bound, n_prior_draws, prior_seed
     )
     if isinstance(step_size, str):  # "auto": leapfrog in P_0's units
         steps0 = hei.initial_step_sizes(AUTO_STEP_RANGE, n_steps, np.random.default_rng(init_seed))
-        momentum_variance0 = 1.0 / std0**2
+        # P_0's units; with several optima (initial="auto"), P_0's spread is the distance
+        # between them, and the units are one optimum's Laplace sds (root-mean-square over
+        # the optima). Measured on the ring target: twice those (P_0's factor) left the middle
+        # transitions accepting 20-30% and -E[log pi*] at 0.968 against 0.783; once, 0.782.
+        unit = std0 if auto is None or auto.n_modes == 1 else auto.local_std
+        momentum_variance0 = 1.0 / unit**2
     else:
         steps0 = hei.initial_step_sizes(step_size, n_steps, np.random.default_rng(init_seed))
         momentum_variance0 = 1.0
@@ -662,6 +776,7 @@ def fit_ergodic(
         tune_initial=tune_initial,
         calibration_draws=int(calibration_draws) if tune_initial == "stein" else 0,
         entropy_lower_bound_source=bound_source,
+        **({} if auto is None else {"initial_modes": auto.n_modes}),
         **{f"fit_{k}": v for k, v in seed_attrs(random_seed).items()},
     )
     return approx

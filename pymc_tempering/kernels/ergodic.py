@@ -16,7 +16,9 @@ model's batched log density :meth:`~pymc_tempering.Target.batched_logp_graph`:
   :func:`compile_chain_sampler` compile them.
 - NumPy side: :func:`gaussian_entropy`, :func:`stein_terms` (the Stein gap),
   :func:`initial_step_sizes`, :func:`polyak_add` (Polyak-Ruppert averaging),
-  :func:`calibrate_log_scale` (the Brent root search of the Stein calibration).
+  :func:`calibrate_log_scale` (the Brent root search of the Stein calibration),
+  :func:`profile_width` and :func:`mixture_entropy_bound` (for ``initial="auto"``'s ``P_0``,
+  built on the mode search of :mod:`pymc_tempering.base`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import pytensor
 import pytensor.tensor as pt
 from pymc.variational.updates import adam
 from pytensor.gradient import disconnected_grad
-from scipy.optimize import brentq, minimize
+from scipy.optimize import brentq
 
 from pymc_tempering.target import Target
 
@@ -57,7 +59,8 @@ __all__ = [
     "compile_chain_sampler",
     "polyak_add",
     "calibrate_log_scale",
-    "laplace_fit",
+    "profile_width",
+    "mixture_entropy_bound",
 ]
 
 LOG_2PI_E = float(np.log(2.0 * np.pi) + 1.0)
@@ -98,20 +101,36 @@ def mean_and_se(values) -> tuple[float, float]:
     return float(values.mean()), float(values.std(ddof=1) / np.sqrt(values.size))
 
 
-#: ``laplace_fit`` caps each marginal sd at this many profile half-widths (``profile_width``).
+#: ``initial="auto"`` caps each marginal sd of a mode's Laplace Gaussian at this many profile
+#: half-widths (:func:`profile_width`): a zero curvature along a ridge (the ring target at a
+#: lobe) would otherwise make ``P_0`` huge (78 wide there, with acceptance 0).
 PROFILE_FACTOR = 2.0
 
 
-def profile_width(logp_and_grad, mode, guess, drop: float = 0.5, n_iter: int = 60) -> np.ndarray:
+def profile_width(logp, mode, guess, drop: float = 0.5, n_iter: int = 60) -> np.ndarray:
     """Per coordinate, the distance from ``mode`` along the axis at which ``log pi*`` has dropped
     by ``drop`` (0.5: one standard deviation of a Gaussian's conditional), mean of the two
     directions. Found for all coordinates at once by doubling from ``guess`` and bisecting in
-    ``log t`` (one batched call of ``2 d`` points per iteration); a direction that never drops
-    counts as infinitely wide.
+    ``log t`` (one batched call of ``d`` points per direction and iteration); a direction that
+    never drops counts as infinitely wide.
+
+    Parameters
+    ----------
+    logp : callable
+        ``xs (n, d) -> log pi* (n,)``, batched.
+    mode : array_like, shape (d,)
+    guess : array_like, shape (d,)
+        First trial distances (non-finite or non-positive entries start at 1).
+    drop : float
+    n_iter : int
+
+    Returns
+    -------
+    ndarray, shape (d,)
     """
     mode = np.asarray(mode, dtype=float)
     d = mode.size
-    lp0 = float(logp_and_grad(mode[None])[0][0])
+    lp0 = float(np.asarray(logp(mode[None]), dtype=float)[0])
     widths = []
     for sign in (1.0, -1.0):
         lo, hi = np.zeros(d), np.where(np.isfinite(guess) & (guess > 0), guess, 1.0)
@@ -121,7 +140,7 @@ def profile_width(logp_and_grad, mode, guess, drop: float = 0.5, n_iter: int = 6
             t = np.where(found & (lo == 0), 0.5 * hi, t)
             points = mode + sign * np.diag(t)
             with np.errstate(all="ignore"):
-                lp = np.asarray(logp_and_grad(points)[0], dtype=float)
+                lp = np.asarray(logp(points), dtype=float)
             dropped = ~np.isfinite(lp) | (lp0 - lp >= drop)
             hi = np.where(dropped, t, hi)
             lo = np.where(found & ~dropped, t, lo)
@@ -131,97 +150,24 @@ def profile_width(logp_and_grad, mode, guess, drop: float = 0.5, n_iter: int = 6
     return 0.5 * (widths[0] + widths[1])
 
 
-def laplace_fit(
-    logp_and_grad, x0, max_dense: int = 1000, jitter_seed=None
-) -> tuple[np.ndarray, np.ndarray]:
-    """A quick Laplace fit: the mode of ``log pi*`` and the marginal standard deviations there.
+def mixture_entropy_bound(weights, stds) -> float:
+    """An upper bound on the entropy of a mixture of factorised Gaussians.
 
-    The mode is found by L-BFGS (SciPy) from ``x0``; the Hessian at the mode by central
-    differences of the gradient, one batched call of ``2 d`` points with steps of ``1e-4``
-    times the scale L-BFGS's own inverse-Hessian estimate gives each coordinate (so the fit
-    does not depend on the units of the parameters). The standard deviations are the square
-    roots of the diagonal of the inverse of minus the Hessian (the Laplace approximation's
-    marginal sds); for ``d > max_dense``, or where minus the Hessian is not positive definite
-    (the search stopped at a saddle, e.g. between two modes), one over the square root of the
-    absolute curvature of each coordinate.
+    ``sum_k w_k H(N(m_k, diag(s_k^2))) + H(w)`` (the entropy of a mixture is at most the mean
+    entropy of its components plus the entropy of the component label); for one component it
+    is that Gaussian's entropy.
 
     Parameters
     ----------
-    logp_and_grad : callable
-        ``xs (n, d) -> (log pi* (n,), grad (n, d))``, batched.
-    x0 : array_like, shape (d,)
-        Start of the search (the model's initial point). Where the log density or its gradient
-        is not finite there, up to 10 points ``x0 + U(-1, 1)`` are tried (as ``pm.sample``'s
-        jitter), drawn with ``jitter_seed``.
-    max_dense : int
-    jitter_seed : int or None
-
-    Returns
-    -------
-    mode, std : ndarray, shape (d,)
-
-    Raises
-    ------
-    ValueError
-        When the search meets no finite log density, or the curvature at the point found is not
-        that of a maximum in some coordinate (a flat or improper direction).
+    weights : array_like, shape (k,)
+        Component weights (normalised here).
+    stds : array_like, shape (k, d)
+        Each component's standard deviations.
     """
-    x0 = np.asarray(x0, dtype=float)
-    d = x0.size
-
-    def fun(x):
-        lp, g = logp_and_grad(x[None])
-        lp, g = float(lp[0]), np.asarray(g[0], dtype=float)
-        if not (np.isfinite(lp) and np.all(np.isfinite(g))):
-            return np.inf, np.zeros(d)  # L-BFGS backtracks from a non-finite value
-        return -lp, -g
-
-    if not np.isfinite(fun(x0)[0]):  # e.g. a NaN gradient at the origin: jitter, as pm.sample
-        rng = np.random.default_rng(jitter_seed)
-        for _ in range(10):
-            x = x0 + rng.uniform(-1.0, 1.0, d)
-            if np.isfinite(fun(x)[0]):
-                x0 = x
-                break
-        else:
-            raise ValueError(
-                "The log density or its gradient is not finite at the model's initial point, "
-                "nor at 10 jittered points around it."
-            )
-    # gtol is absolute (units of the gradient): stop on the relative change of the value alone
-    res = minimize(fun, x0, jac=True, method="L-BFGS-B", options={"maxiter": 2000, "gtol": 0.0})
-    mode = np.asarray(res.x, dtype=float)
-    inv_diag = np.array([res.hess_inv.matvec(e)[i] for i, e in enumerate(np.eye(d))]) if (
-        d <= max_dense
-    ) else np.full(d, np.nan)
-    scale = np.sqrt(np.where(np.isfinite(inv_diag) & (inv_diag > 0), inv_diag, np.nan))
-    scale = np.where(np.isfinite(scale), scale, 1.0 + np.abs(mode))
-    h = 1e-4 * scale
-    points = np.concatenate([mode + np.diag(h), mode - np.diag(h)])
-    _, grads = logp_and_grad(points)
-    grads = np.asarray(grads, dtype=float)
-    hessian = (grads[:d] - grads[d:]) / (2.0 * h[:, None])  # row i: d grad / d x_i
-    precision = -0.5 * (hessian + hessian.T)
-    std = None
-    if d <= max_dense and np.all(np.isfinite(precision)):
-        try:
-            cov = np.linalg.inv(np.linalg.cholesky(precision).T)
-            std = np.sqrt(np.sum(cov**2, axis=1))  # diag of (L L^T)^-1 = L^-T L^-1
-        except np.linalg.LinAlgError:
-            std = None
-    if std is not None:  # a degenerate curvature (zero along a ridge) must not make P_0 huge
-        std = np.fmin(std, PROFILE_FACTOR * profile_width(logp_and_grad, mode, std))
-    if std is None:  # not a maximum (a saddle, say between two modes): the curvature's size
-        diag = np.abs(np.diag(precision))
-        if not np.all(np.isfinite(diag) & (diag > 0)):
-            bad = np.flatnonzero(~(np.isfinite(diag) & (diag > 0)))
-            raise ValueError(
-                "The quick Laplace fit for P_0 found no curvature at the mode in flat "
-                f"coordinates {bad.tolist()} (a flat or improper direction, or no mode). Pass "
-                "initial=pmt.Base(...) (a P_0 wider than the posterior) or initial='prior'."
-            )
-        std = 1.0 / np.sqrt(diag)
-    return mode, std
+    w = np.asarray(weights, dtype=float)
+    w = w / w.sum()
+    entropies = [gaussian_entropy(np.asarray(s, dtype=float) ** 2) for s in stds]
+    return float(w @ entropies - np.sum(w * np.log(w)))
 
 
 def initial_step_sizes(step_size, n_steps: int, rng: np.random.Generator) -> np.ndarray:
