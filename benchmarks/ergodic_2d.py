@@ -35,23 +35,24 @@ import json
 import time
 from pathlib import Path
 
+import sys
+
 import numpy as np
-import pymc as pm
-import pytensor.tensor as pt
 
 import pymc_tempering as pmt
 from pymc_tempering.dynamics.ergodic import fit_ergodic
 
+sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
+from targets import (  # noqa: E402  (the targets the tests use: tests/targets.py)
+    table_2_model,
+    table_2_mog_u,
+    table_2_quadrature,
+    table_2_ring_u,
+)
+
 OUT = Path(__file__).parent / "results"
 T, LEAPFROG, N_ITER, N_PARTICLES, N_DRAWS = 10, 5, 200, 100, 100_000
 SIGMA = np.array([[2.0, 1.5], [1.5, 1.6]])
-
-
-def u_ring(z1, z2, lib=np):
-    r = lib.sqrt(z1**2 + z2**2)
-    return 0.5 * ((r - 2) / 0.4) ** 2 - lib.logaddexp(
-        -0.5 * ((z1 - 2) / 0.6) ** 2, -0.5 * ((z1 + 2) / 0.6) ** 2
-    )
 
 
 def u_gauss(z1, z2, lib=np):
@@ -60,43 +61,7 @@ def u_gauss(z1, z2, lib=np):
     return 0.5 * quad + np.log(2 * np.pi) + 0.5 * np.log(np.linalg.det(SIGMA))
 
 
-def u_mog(z1, z2, lib=np):
-    s2 = 0.7**2
-    a = -0.5 * ((z1 - 1.5) ** 2 + z2**2) / s2
-    b = -0.5 * ((z1 + 1.5) ** 2 + z2**2) / s2
-    # log(0.5 e^a + 0.5 e^b) as logaddexp: the naive form underflows to log(0) away from the
-    # modes (|z| beyond about 27), where a chain or the Stein calibration can go
-    return -lib.logaddexp(a, b) + np.log(2.0) + np.log(2 * np.pi * s2)
-
-
-TARGETS = {"ring": u_ring, "gauss": u_gauss, "mog": u_mog}
-
-
-def model_for(u):
-    with pm.Model() as model:
-        z = pm.Flat("z", shape=2)
-        pm.Potential("u", -u(z[0], z[1], lib=pt))
-    return model
-
-
-def quadrature(u):
-    g = np.linspace(-8, 8, 1201)
-    z1, z2 = np.meshgrid(g, g, indexing="ij")
-    uu = u(z1, z2)
-    p = np.exp(-(uu - uu.min()))
-    return float((p * uu).sum() / p.sum())
-
-
-def quadrature_moments(u):
-    """Mean and covariance of pi ~ exp(-U) on the quadrature grid."""
-    g = np.linspace(-8, 8, 1201)
-    z = np.stack(np.meshgrid(g, g, indexing="ij"), axis=-1).reshape(-1, 2)
-    uu = u(z[:, 0], z[:, 1])
-    p = np.exp(-(uu - uu.min()))
-    p /= p.sum()
-    mean = p @ z
-    centred = z - mean
-    return mean, (centred * p[:, None]).T @ centred
+TARGETS = {"ring": table_2_ring_u, "gauss": u_gauss, "mog": table_2_mog_u}
 
 
 def main():
@@ -105,8 +70,8 @@ def main():
                               n_particles=N_PARTICLES, n_draws=N_DRAWS, initial="N(0, 3I)")}
     rows, samples = {}, {}
     for name, u in TARGETS.items():
-        model = model_for(u)
-        truth = quadrature(u)
+        model = table_2_model(u)
+        truth = table_2_quadrature(u)[0]
         # Flat prior: no prior entropy; bound = H(pi) would need pi. We pass the entropy of the
         # standard normal, log(2 pi e) = 2.84, below H(N(0, 3I)) = 3.94.
         kw = dict(model=model, n_steps=T, n_leapfrog=LEAPFROG, initial=p0,
@@ -138,7 +103,7 @@ def main():
     results["table2"] = rows
 
     # Stop-gradient speed-up (Table 3, left), same run, ring target.
-    model = model_for(u_ring)
+    model = table_2_model(table_2_ring_u)
     timing = {}
     for sg in (True, False):
         kw = dict(model=model, n_steps=T, n_leapfrog=LEAPFROG, initial=p0,
@@ -171,14 +136,13 @@ def main():
 def main_defaults():
     rows = {}
     for name, u in TARGETS.items():
-        model = model_for(u)
-        truth = quadrature(u)
+        model = table_2_model(u)
+        truth, mean_true, cov_true = table_2_quadrature(u)
         t0 = time.perf_counter()
         approx = fit_ergodic(model=model, random_seed=1, progressbar=False)
         fit_s = time.perf_counter() - t0
         x, lp, acc = approx.run_chain(N_DRAWS, random_seed=2)
         gap, gap_mcse = approx.stein_gap(N_DRAWS, random_seed=3)
-        mean_true, cov_true = quadrature_moments(u)
         centred = x - x.mean(axis=0)
         products = centred[:, :, None] * centred[:, None, :]  # independent draws: MCSE = sd/sqrt(n)
         rows[name] = {

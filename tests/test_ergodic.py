@@ -15,6 +15,7 @@ import pymc as pm
 import pytest
 from checks import K, assert_within_mcse, assert_within_se, mcse_of_mean, seed
 from conftest import model_fingerprint
+from targets import table_2_model, table_2_mog_u, table_2_quadrature, table_2_ring_u
 
 import pymc_tempering as pmt
 from pymc_tempering.dynamics.ergodic import fit_ergodic, gaussian_entropy
@@ -458,45 +459,6 @@ def test_defaults_on_an_ordinary_two_parameter_model():
 
 
 # ------------------------------------------------------------------ Table 2 targets, defaults
-def _ring_u(z1, z2, lib=np):
-    """Rezende & Mohamed's U1 (a ring with two lobes), as in ``benchmarks/ergodic_2d.py``."""
-    r = lib.sqrt(z1**2 + z2**2)
-    return 0.5 * ((r - 2) / 0.4) ** 2 - lib.logaddexp(
-        -0.5 * ((z1 - 2) / 0.6) ** 2, -0.5 * ((z1 + 2) / 0.6) ** 2
-    )
-
-
-def _mog_u(z1, z2, lib=np):
-    """An equal mixture of N((+-1.5, 0), 0.7^2 I), as in ``benchmarks/ergodic_2d.py``."""
-    s2 = 0.7**2
-    a = -0.5 * ((z1 - 1.5) ** 2 + z2**2) / s2
-    b = -0.5 * ((z1 + 1.5) ** 2 + z2**2) / s2
-    return -lib.logaddexp(a, b) + np.log(2.0) + np.log(2 * np.pi * s2)
-
-
-def _table_2_model(u):
-    """The benchmark's model: a flat 2-vector and the potential ``-U``."""
-    import pytensor.tensor as pt
-
-    with pm.Model() as model:
-        z = pm.Flat("z", shape=2)
-        pm.Potential("u", -u(z[0], z[1], lib=pt))
-    return model
-
-
-def _quadrature(u):
-    """``E_pi[log pi*]``, the mean and the covariance of ``pi ~ exp(-U)`` by quadrature on the
-    benchmark's 1201^2 grid on [-8, 8]^2 (errors far below the tests' standard errors)."""
-    g = np.linspace(-8, 8, 1201)
-    z = np.stack(np.meshgrid(g, g, indexing="ij"), axis=-1).reshape(-1, 2)
-    uu = u(z[:, 0], z[:, 1])
-    p = np.exp(-(uu - uu.min()))
-    p /= p.sum()
-    mean = p @ z
-    centred = z - mean
-    return float(-(p @ uu)), mean, (centred * p[:, None]).T @ centred
-
-
 @pytest.mark.slow  # 60-120 s each on the shared 2-core machine (1000 Adam iterations, T = 10)
 @pytest.mark.parametrize("name", ["ring", "mog"])
 def test_defaults_on_table_2_targets(name):
@@ -524,13 +486,14 @@ def test_defaults_on_table_2_targets(name):
     """
     from pymc_tempering.kernels.ergodic import stein_terms
 
-    u = {"ring": _ring_u, "mog": _mog_u}[name]
-    approx = fit_ergodic(model=_table_2_model(u), random_seed=seed(51), progressbar=False)
+    u = {"ring": table_2_ring_u, "mog": table_2_mog_u}[name]
+    approx = fit_ergodic(model=table_2_model(u), random_seed=seed(51), progressbar=False)
     assert approx.settings["initial_modes"] == 2
     assert approx.settings["skipped_iterations"] == 0
     n = 4 * N_DRAWS
     x, log_density, _ = approx.run_chain(n, random_seed=seed(52))
-    truth, mean, cov_true = _quadrature(u)
+    expected_u, mean, cov_true = table_2_quadrature(u)
+    truth = -expected_u  # E[log pi*]
     eps0 = np.random.default_rng(seed(53)).standard_normal((n, 2))
 
     def statistics(log_c):
