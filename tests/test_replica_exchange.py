@@ -13,8 +13,10 @@ import pymc as pm
 import pytest
 from checks import K, assert_within_mcse, assert_within_se, seed
 from scipy.special import expit
+from scipy.stats import halfnorm, norm
 
 from pymc_tempering.dynamics.replica_exchange import (
+    full_data_energies,
     minibatch_exchange_energies,
     sample_replica_exchange,
 )
@@ -171,6 +173,77 @@ def test_minibatch_noise_estimate_matches_spread_of_energy_differences():
     # the per-minibatch estimate of sigma agrees with the spread over minibatches (the sd of a
     # sample sd from n normal draws is about sd / sqrt(2 n))
     assert abs(sds.mean() - diffs.std()) < K * diffs.std() / np.sqrt(2 * n) + K * sds.std() / np.sqrt(n)
+
+
+@pytest.mark.parametrize("n", [1000, 20_001])
+def test_full_data_energies_are_the_full_data_energy(n):
+    """One pass over the data (the last batch padded) gives the full-data energy: a regression
+    on two minibatched arrays, a scale with a log transform, and an observed variable without
+    ``pm.Minibatch``, against SciPy's densities (to the float sums' rounding)."""
+    rng = np.random.default_rng(5)
+    x, y = rng.normal(size=(n, 3)), rng.normal(2.0, 1.0, size=n)
+    with pm.Model() as model:
+        xb, yb = pm.Minibatch(x, y, batch_size=200)
+        theta = pm.Normal("theta", 0, 3)
+        b = pm.Normal("b", 0, 1, shape=3)
+        s = pm.HalfNormal("s", 2)
+        pm.Normal("y", theta**2 + xb @ b, s, observed=yb, total_size=n)
+        pm.Normal("z", theta, 1, observed=[0.3, 0.1])
+    target = Target(model)
+    energy, length, m = full_data_energies(target)
+    assert (length, m) == (n, 200)
+    points = rng.normal(0.5, 0.3, size=(7, target.ndim))
+    want = []
+    for point in points:
+        v = target.unravel(point)
+        sd = np.exp(v["s_log__"])
+        logp = (norm.logpdf(v["theta"], 0, 3) + norm.logpdf(v["b"], 0, 1).sum()
+                + halfnorm.logpdf(sd, scale=2) + v["s_log__"]
+                + norm.logpdf(y, v["theta"] ** 2 + x @ v["b"], sd).sum()
+                + norm.logpdf([0.3, 0.1], v["theta"], 1).sum())
+        want.append(-float(logp))
+    np.testing.assert_allclose(energy(points), want, rtol=1e-10)
+
+
+def test_full_data_energies_need_one_minibatch_call():
+    """Two ``pm.Minibatch`` calls (two data sets): no single pass, the test averages."""
+    rng = np.random.default_rng(1)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 10)
+        pm.Normal("y1", mu, 1, observed=pm.Minibatch(rng.normal(size=500), batch_size=50),
+                  total_size=500)
+        pm.Normal("y2", mu, 1, observed=pm.Minibatch(rng.normal(size=300), batch_size=30),
+                  total_size=300)
+    assert full_data_energies(Target(model)) is None
+
+
+def test_exact_pairs_take_the_metropolis_test():
+    """A pair marked 0 in ``n_batches`` takes its energies from ``exact_energies`` and the
+    Metropolis test: with noisy minibatch energies (which the corrected test would skip, sd 5)
+    and exact ones giving ``Delta = -0.7`` it accepts with frequency ``exp(-0.7)`` (binomial
+    standard error over 20 000 rounds); the other pair averages minibatches and is skipped."""
+    betas = np.array([1.0, 0.5, 0.25])
+    theta = np.tile(np.array([0.0, 1.0, 2.0])[None, :, None], (20_000, 1, 1))
+    rng = np.random.default_rng(seed(8))
+
+    def noisy(x):  # U = position plus noise, terms whose spread makes sigma >> 1
+        u = x[:, 0] + rng.normal(0, 5, x.shape[0])
+        return u, rng.normal(0, 20, (x.shape[0], 10))
+
+    def exact(x):  # Delta = (1 - 0.5) (U_0 - U_1) = 0.5 (0 - 1.4)
+        return 1.4 * x[:, 0]
+
+    state = exchange.init(theta.shape[0], 3)
+    state, _ = exchange.step(state, theta, betas, noisy, rng, corrected=True,
+                             n_batches=np.array([0, 1]), exact_energies=exact)
+    assert state.attempted[:, 0].all() and not state.attempted[:, 1].any()
+    assert not state.skipped.any() and np.all(state.noise_max[:, 0] == 0)
+    p = np.exp(-0.7)
+    assert_within_se(state.accepted[:, 0].mean(), p, np.sqrt(p * (1 - p) / theta.shape[0]),
+                     what="acceptance of the exact pair")
+    state, _ = exchange.step(state, theta, betas, noisy, rng, corrected=True,
+                             n_batches=np.array([0, 1]), exact_energies=exact)
+    assert state.skipped[:, 1].mean() > 0.99  # the odd pair: one noisy minibatch, skipped
 
 
 # ---------------------------------------------------------------------------------------------

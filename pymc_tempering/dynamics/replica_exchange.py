@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pymc as pm
+import pytensor
 import pytensor.tensor as pt
 import xarray as xr
 from pymc.model import modelcontext
@@ -77,6 +78,84 @@ def minibatch_exchange_energies(
 
     return energies
 
+
+#: Positions per call of :func:`full_data_energies`' function times the data size: at most
+#: this many per-datum terms are evaluated at once.
+FULL_DATA_TERMS_PER_CALL = 2**24
+
+
+def full_data_energies(target: Target) -> tuple[Callable[[np.ndarray], np.ndarray], int, int] | None:
+    """The exact energy of a minibatched model, from one pass over its data, compiled once.
+
+    The model's minibatch estimate of ``U = -log p`` is unbiased for the energy in which every
+    datum of the ``pm.Minibatch`` data set (length ``L``) counts ``total_size / L`` times; this
+    computes that energy: the data set is cut into ``ceil(L / m)`` batches of the minibatch's
+    size ``m`` (the last padded with zero weights), the minibatched observed variables' per-datum
+    log densities (PyMC scales them by ``total_size / m``) are evaluated on all of them in one
+    vectorised call and summed times ``m / L``, and the rest of the density (the prior, observed
+    variables without ``pm.Minibatch``) is added once. With ``total_size = L`` it is the
+    full-data energy itself.
+
+    Returns
+    -------
+    (energy, L, m) or None
+        ``energy`` maps positions ``(n, D)`` to ``U (n,)``. None when the model's minibatched
+        observed variables do not all come from one ``pm.Minibatch`` call whose batches run
+        along the variables' first axis (the energies are then only averaged over minibatches).
+    """
+    from pymc.data import MinibatchOp
+    from pytensor.graph.replace import graph_replace, vectorize_graph
+    from pytensor.graph.traversal import ancestors
+
+    model = target.model
+    observed = [rv for rv in model.observed_RVs if _is_minibatched(rv)]
+    if not observed:
+        return None
+    terms = model.logp(vars=observed, sum=False, jacobian=True)
+    nodes = [
+        v.owner for v in ancestors(terms)
+        if v.owner is not None and isinstance(v.owner.op, MinibatchOp)
+    ]
+    rngs = {node.inputs[-1] for node in nodes}
+    m = nodes[0].outputs[0].type.shape[0] if nodes else None
+    if len(rngs) != 1 or m is None or any(t.type.shape[:1] != (m,) for t in terms):
+        return None
+    length = int(nodes[0].inputs[0].shape[0].eval())
+    n_batches = -(-length // m)
+    flat = np.arange(n_batches * m)
+    batches = pytensor.shared((flat % length).reshape(n_batches, m), name="full_data_batches")
+    weights = pytensor.shared((flat < length).astype(float).reshape(n_batches, m),
+                              name="full_data_weights")
+
+    def build(x, values):
+        logp = target.logp_graph(values)
+        parts = target.replace_values(model.logp(vars=observed, sum=False, jacobian=True), values)
+        found = {
+            v.owner for v in ancestors([logp, *parts])
+            if v.owner is not None and isinstance(v.owner.op, MinibatchOp)
+        }
+        index, weight = pt.lvector("index"), pt.vector("weight", dtype="float64")
+        batch = {o: d[index] for node in found for o, d in zip(node.outputs[:-1], node.inputs[:-1])}
+        logp, *parts = graph_replace([logp, *parts], replace=batch, strict=False)
+        rest = logp - sum(pt.sum(t) for t in parts)
+        likelihood = sum(
+            pt.sum(weight.reshape((m,) + (1,) * (t.ndim - 1)) * t) for t in parts
+        )
+        rest, likelihood = vectorize_graph(
+            [rest, likelihood], replace={index: batches, weight: weights}
+        )
+        return [-(rest[0] + likelihood.sum() * (m / length))]
+
+    fn = target.compile_batched(build)
+    rows = max(1, FULL_DATA_TERMS_PER_CALL // (n_batches * m))
+
+    def energy(theta: np.ndarray) -> np.ndarray:
+        theta = np.asarray(theta, dtype=float)
+        return np.concatenate(
+            [fn(theta[i : i + rows])[0] for i in range(0, theta.shape[0], rows)]
+        )
+
+    return energy, length, int(m)
 
 
 def _has_minibatch(model) -> bool:
@@ -152,6 +231,8 @@ class _Plan(NamedTuple):
     exchange_every: int
     corrected: bool
     resample_momenta: bool
+    exact_energies: Callable | None = None
+    exact_from: int | None = None
 
 
 def _iteration(plan: _Plan, phase=None):
@@ -180,6 +261,7 @@ def _iteration(plan: _Plan, phase=None):
                     ex, swapped = exchange.step(
                         ex, theta, plan.betas, plan.energies, plan.exchange_rng,
                         corrected=plan.corrected, n_batches=n_batches,
+                        exact_energies=plan.exact_energies,
                     )
                     if swapped is not theta:  # positions swap; each keeps its replica's units
                         state = state._replace(theta=swapped.reshape(state.theta.shape) / scale)
@@ -198,6 +280,18 @@ def _iteration(plan: _Plan, phase=None):
         return _Loop(state, ex, n_steps, scale, n_batches), info
 
     return iterate
+
+
+#: At the end of a warm-up window a replica's preconditioner is at most this many local
+#: widths ``1 / sqrt(|curvature| / T_j)`` (the curvature measured where its chains are; the
+#: largest over them). The spread of a replica's positions counts the positions swapped in
+#: from other modes: on issue 16's sign-flip posterior at ``n = 500`` it made the ``T = 14``
+#: replica's scale 9 local widths, at the stability cap, and its chains, overshooting into the
+#: quartic walls, reached ``|theta| = 1e50`` in one iteration once the exact exchange let more
+#: swaps through. At 5 no run of four blew up; 3 also held the hot replicas (whose density
+#: spans both modes) below their spread, and the ESS of the ``T = 1`` mode indicator fell from
+#: 360 to 144 on one seed (126 to 264 at 5).
+LOCAL_WIDTHS = 5.0
 
 
 def _replica_scales(plan: _Plan, base: np.ndarray, theta: np.ndarray, eta: float,
@@ -227,6 +321,8 @@ def _replica_scales(plan: _Plan, base: np.ndarray, theta: np.ndarray, eta: float
         old = scale.reshape(plan.chains, n_rep, -1)[0, j]
         curvature = thermostats.curvature_at(plan.logp_and_grad, rows, old) / t
         out[j] = thermostats.adapted_scale(spreads[j], old, curvature, grad_var / t**2, eta)
+        with np.errstate(divide="ignore"):  # the local width's cap (LOCAL_WIDTHS)
+            out[j] = np.fmin(out[j], LOCAL_WIDTHS / np.sqrt(curvature))
     return np.tile(out, (plan.chains, 1))
 
 
@@ -267,7 +363,7 @@ def _warmup(plan: _Plan, tune: int, rng: np.random.Generator, phase, max_batches
                 noise = (ex.single_noise_sq - phase["noise_sq"]).sum(0) / np.maximum(
                     tested.sum(0), 1
                 )
-                n_batches = exchange.batches_for_noise(noise, max_batches)
+                n_batches = exchange.batches_for_noise(noise, max_batches, plan.exact_from)
                 phase["attempted"], phase["noise_sq"] = ex.attempted, ex.single_noise_sq
             loop = _Loop(state, ex, n_steps, new_scale, n_batches)
         if it == tune - 1:
@@ -411,8 +507,13 @@ def _plan(target, ladder, chains, corrected, seeds, steps, resample_momenta) -> 
     """Compile the log density (and the exchange energies) and fix an iteration's constants."""
     _, _, seed_batch, seed_exch_batch, seed_exch = seeds
     logp_and_grad = target.batched_logp_and_grad(seed_batch)
+    exact, exact_from = None, None
     if corrected:
         energies = minibatch_exchange_energies(target, seed_exch_batch)
+        full = full_data_energies(target) if ladder.size > 1 else None
+        if full is not None:
+            exact, length, m = full
+            exact_from = max(2, int(np.ceil(FULL_PASS_FRACTION * length / m)))
     else:  # exact energies, from the dynamics' own function
 
         def energies(theta):
@@ -420,13 +521,19 @@ def _plan(target, ladder, chains, corrected, seeds, steps, resample_momenta) -> 
 
     return _Plan(
         logp_and_grad, energies, np.random.default_rng(seed_exch), 1.0 / ladder, chains,
-        *steps, corrected, bool(resample_momenta),
+        *steps, corrected, bool(resample_momenta), exact, exact_from,
     )
 
 
 #: The corrected test averages at most ``MAX_BATCH_PASSES`` passes over the data set
 #: (``MAX_BATCH_PASSES * N / m`` minibatches of ``m`` terms) per exchange.
 MAX_BATCH_PASSES = 4
+#: A pair whose test would average minibatches covering this fraction of the data set or more
+#: takes exact energies from one pass over it instead (:func:`full_data_energies`), with the
+#: Metropolis test: one vectorised call then costs less than the minibatch calls (measured at
+#: ``N = 20 000`` and ``200 000``, minibatches of 200, 32-64 positions: a pass costs 2 and 22
+#: minibatch calls) and has no noise.
+FULL_PASS_FRACTION = 1 / 8
 
 
 def _max_batches(target: Target, plan: _Plan, start: np.ndarray) -> int:
@@ -538,7 +645,10 @@ def sample_replica_exchange(
         0.01 in those units, ``jitter`` is in the ``T = 1`` units, and a blow-up during the
         warm-up repeats the iteration with the scales halved (with a warning). With the
         corrected test it also sets the number of minibatches averaged per pair of
-        neighbours (see :func:`~pymc_tempering.kernels.exchange.batches_for_noise`). A number
+        neighbours (see :func:`~pymc_tempering.kernels.exchange.batches_for_noise`), or, for
+        pairs that would need minibatches covering an eighth of the data or more, exact
+        energies from one pass over it (:func:`full_data_energies`) with the Metropolis test;
+        until the first window's end every pair takes those. A number
         is used as it is, in the model's units, for every replica, with no preconditioner.
     noise, thermal_inertia : float
         Level ``c`` of the injected noise ``N(0, 2 c eta)`` (the friction the thermostats settle
@@ -570,7 +680,7 @@ def sample_replica_exchange(
         ``exchange_noise_sd_max`` (largest estimated ``sigma``). ``warmup``:
         ``preconditioner_scale`` (the ``T = 1`` replica's, per flat coordinate),
         ``replica_preconditioner_scale`` ``(replica, flat)`` and ``exchange_batches`` (per
-        pair). attrs: the settings (``max_temperature`` and ``n_replicas`` as used), the test
+        pair: the minibatches averaged, 0 for exact energies from one pass over the data). attrs: the settings (``max_temperature`` and ``n_replicas`` as used), the test
         used, the total skipped swaps and the seed.
 
     Raises
@@ -620,9 +730,13 @@ def sample_replica_exchange(
                  "attempted": 0, "noise_sq": 0.0}
         settings = settings._replace(max_friction=1.0)  # see TACTSettings.max_friction
     warmup_rng = np.random.default_rng(rng.integers(2**63)) if auto else None
+    # until the first warm-up window sizes the test, every pair takes exact energies if it can
+    # (with one minibatch the noise near T = 1 skips nearly every swap, and the ladder would
+    # start carrying crossings down only after that window)
+    n_batches = np.full(max(n_rep - 1, 0), 0 if auto and plan.exact_energies else 1, dtype=int)
     state = _Loop(
         thermostats.init(start / scale, settings, rng), exchange.init(chains, n_rep), 0, scale,
-        np.ones(max(n_rep - 1, 0), dtype=int),
+        n_batches,
     )
     label = "corrected" if corrected else "Metropolis"
     trace = run_kernel(

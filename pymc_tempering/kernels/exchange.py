@@ -277,16 +277,19 @@ def init(chains: int, n_replicas: int) -> ExchangeState:
 TARGET_NOISE_SD = 0.5
 
 
-def batches_for_noise(single_noise_var, max_batches: int) -> np.ndarray:
+def batches_for_noise(single_noise_var, max_batches: int, exact_from: int | None = None) -> np.ndarray:
     """Minibatches to average per exchange so that ``sigma`` is about :data:`TARGET_NOISE_SD`.
 
     ``single_noise_var`` is the mean noise variance of one minibatch's ``Delta_hat`` per pair;
     averaging ``k`` independent minibatches divides it by ``k``. Returns integers in
-    ``[1, max_batches]`` (1 where the variance is not finite).
+    ``[1, max_batches]`` (1 where the variance is not finite), or 0 (exact energies, see
+    :func:`step`) where ``exact_from`` is given and ``k >= exact_from``.
     """
     v = np.asarray(single_noise_var, dtype=float)
     k = np.ceil(np.where(np.isfinite(v), v, 0.0) / TARGET_NOISE_SD**2)
-    return np.clip(k, 1, max(1, int(max_batches))).astype(int)
+    if exact_from is not None:
+        k = np.where(k >= exact_from, 0, k)
+    return np.where(k == 0, 0, np.clip(k, 1, max(1, int(max_batches)))).astype(int)
 
 
 def _averaged_energies(energies, theta, low, n_batches, first):
@@ -299,7 +302,7 @@ def _averaged_energies(energies, theta, low, n_batches, first):
     d = terms[:, low] - terms[:, low + 1]  # (chains, pairs, m)
     u_sum = u1.copy()
     d_sum, d_sq, count = d.sum(-1), (d**2).sum(-1), np.full(d.shape[:2], float(m))
-    k = np.ones(low.size, dtype=int) if n_batches is None else np.asarray(n_batches)[low]
+    k = np.ones(low.size, dtype=int) if n_batches is None else np.maximum(np.asarray(n_batches)[low], 1)
     rounds = np.ones(low.size, dtype=int)
     for b in range(2, int(k.max()) + 1):
         more = np.nonzero(k >= b)[0]  # the pairs still averaging
@@ -324,16 +327,21 @@ def _averaged_energies(energies, theta, low, n_batches, first):
     return u, single, rounds
 
 
-def _test(delta, single, rounds, betas, low, rng, corrected: bool):
+def _test(delta, single, rounds, betas, low, rng, corrected: bool, exact=None):
     """Accepted, skipped and noise sd of each pair of this round, and one minibatch's noise
-    variance."""
+    variance. ``exact`` (bool per pair): with the corrected test, the pairs whose ``delta`` is
+    exact, tested by Metropolis."""
     if not corrected:
         accepted = metropolis_exchange(delta, rng)
         zeros = np.zeros(delta.shape)
         return accepted, np.zeros_like(accepted), zeros, zeros
     single = (betas[low] - betas[low + 1]) ** 2 * single
     sigma = np.sqrt(single / rounds)
+    if exact is not None and exact.any():
+        sigma = np.where(exact, 0.0, sigma)
     accepted, skipped = corrected_exchange(delta, sigma, rng)
+    if exact is not None and exact.any():
+        accepted[:, exact] = metropolis_exchange(delta[:, exact], rng)
     return accepted, skipped, sigma, single
 
 
@@ -346,6 +354,7 @@ def step(
     *,
     corrected: bool,
     n_batches: np.ndarray | None = None,
+    exact_energies: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[ExchangeState, np.ndarray]:
     """One round of exchanges between neighbouring replicas (even or odd pairs, in turn).
 
@@ -367,7 +376,12 @@ def step(
     n_batches : ndarray of int, shape (R - 1,), optional
         For the corrected test: the number of independent minibatches whose energies are
         averaged for the replicas of each pair (default one). ``energies`` is called again on
-        those replicas' rows only, and ``sigma`` is estimated from all the terms.
+        those replicas' rows only, and ``sigma`` is estimated from all the terms. 0: the pair's
+        energies come from ``exact_energies`` and it takes the Metropolis test (``sigma`` is
+        still estimated from the first minibatch, for :func:`batches_for_noise`).
+    exact_energies : callable, optional
+        ``theta (n, D) -> U (n,)`` exact (for example one pass over the data set), for the
+        pairs with ``n_batches`` 0.
 
     Returns
     -------
@@ -389,8 +403,18 @@ def step(
         u, single, rounds = _averaged_energies(
             energies, theta, low, n_batches, (u, terms.reshape(chains, n_rep, -1))
         )
+    exact = None
+    if corrected and n_batches is not None and exact_energies is not None:
+        exact = np.asarray(n_batches)[low] == 0
+        if exact.any():
+            rows = np.concatenate([low[exact], low[exact] + 1])
+            u_exact = np.asarray(exact_energies(theta[:, rows].reshape(-1, dim)))
+            u = u.copy()
+            u[:, rows] = u_exact.reshape(chains, rows.size)
     delta = exchange_log_ratio(betas[low], betas[low + 1], u[:, low], u[:, low + 1])
-    accepted, skipped, sigma, single = _test(delta, single, rounds, betas, low, rng, corrected)
+    accepted, skipped, sigma, single = _test(
+        delta, single, rounds, betas, low, rng, corrected, exact
+    )
     counts = [
         c.copy()
         for c in (state.attempted, state.accepted, state.skipped, state.noise_max,
