@@ -170,6 +170,7 @@ def driver_result(
     random_seed,
     attrs: dict | None = None,
     warn: bool = True,
+    convergence: bool = False,
     **build_kwargs,
 ) -> DataTree:
     """The result of a driver method, from flat draws ``x`` (chain, draw, ndim).
@@ -179,7 +180,8 @@ def driver_result(
     :func:`~pymc_tempering.results.build_result` (``log_weight``,
     ``log_marginal_likelihood``, ``extra_posterior``, ``extra_groups``, ...). The seed goes
     into attrs, and with ``warn`` every problem :func:`~pymc_tempering.diagnose` finds is
-    warned about.
+    warned about; with ``convergence`` (methods whose draws are unweighted Markov chains) also
+    PyMC's convergence checks (:func:`warn_convergence`).
     """
     extra_posterior = build_kwargs.pop("extra_posterior", None)
     sampled = draws_to_datatree(
@@ -191,7 +193,35 @@ def driver_result(
     )
     if warn:
         warn_problems(result)
+        if convergence:
+            warn_convergence(result, target.model, method)
     return result
+
+
+def warn_convergence(result: DataTree, model, method: str) -> None:
+    """Warn as ``pm.sample`` does when the chains have not converged.
+
+    PyMC's own checks (:func:`pymc.stats.convergence.run_convergence_checks`: rank-normalised
+    R-hat above 1.01, bulk or tail ESS below 100 per chain, from arviz-stats), raised as
+    warnings naming the method and the largest R-hat. Chains that each stay in the mode they
+    started in, as TACT-HMC's do on barriers beyond what its temperature flattens, show here
+    and nowhere else.
+    """
+    from pymc.stats.convergence import WarningType, run_convergence_checks
+    from pymc_tempering.sampling import warn
+
+    for problem in run_convergence_checks(result, model):
+        if problem.kind != WarningType.CONVERGENCE or problem.extra is None:
+            continue
+        values = [np.asarray(v.values, dtype=float) for v in problem.extra.data_vars.values()]
+        if problem.message.startswith("The rhat"):
+            what = f"R-hat above 1.01 (largest {max(np.nanmax(v) for v in values):.3g})"
+        else:
+            what = (f"effective sample size below 100 per chain (smallest "
+                    f"{min(np.nanmin(v) for v in values):.0f} over all chains)")
+        warn(f"{method}: {what}: the chains disagree or mix slowly, so the draws may not "
+             "represent the posterior (for example, chains in different modes). Run longer "
+             "(tune, draws), look at the chains (arviz_plots.plot_trace_dist), or temper more.")
 
 
 def constrained_draws(target: Target, x: np.ndarray) -> dict[str, np.ndarray]:

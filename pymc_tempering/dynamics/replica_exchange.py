@@ -572,7 +572,7 @@ def _result(target, trace, ladder, attrs, random_seed):
     }
     return driver_result(
         target, x[:, :, 0], method="replica_exchange", sample_stats=stats,
-        random_seed=random_seed, attrs=attrs, extra_groups=groups,
+        random_seed=random_seed, attrs=attrs, extra_groups=groups, convergence=True,
     )
 
 

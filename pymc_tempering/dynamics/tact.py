@@ -251,7 +251,7 @@ def _result(target, trace, settings, attrs, random_seed):
     attrs = {**attrs, "n_steps": trace.state.n_steps}
     return driver_result(
         target, trace.draws["x"], method="tact_hmc", sample_stats=stats,
-        random_seed=random_seed, attrs=attrs, extra_groups=groups,
+        random_seed=random_seed, attrs=attrs, extra_groups=groups, convergence=True,
     )
 
 
