@@ -236,3 +236,67 @@ def test_full_rank_logp_graph_and_gradient_both_forms(monkeypatch, max_dim):
         value, grad_s, grad_v = fn(x[0], x[1:])
         np.testing.assert_allclose(value, stats.multivariate_normal(mean, cov).logpdf(x), rtol=1e-12)
         np.testing.assert_allclose(np.r_[grad_s, grad_v], -precision @ (x - mean), rtol=1e-9, atol=1e-12)
+
+
+def _same_base(a, b):
+    same = np.array_equal(a.mean, b.mean) and np.array_equal(a.cov, b.cov)
+    return same and a.log_zeta == b.log_zeta
+
+
+def test_advi_fits_sharing_a_step_function_give_pymc_fits_bits(normal_model, monkeypatch):
+    """The ADVI runs of one base compile one step function (_AdviSteps) and give the same bits
+    as pymc.fit with each run's seed, start and start widths, also after a run that diverged."""
+    import pymc as pm
+
+    from pymc_tempering.base import _AdviSteps, _fit_advi
+
+    compiled = []
+    step_function = pm.variational.opvi.ObjectiveFunction.step_function
+
+    def counting(self, *args, **kwargs):
+        compiled.append(self)
+        return step_function(self, *args, **kwargs)
+
+    monkeypatch.setattr(pm.variational.opvi.ObjectiveFunction, "step_function", counting)
+    model, _ = normal_model
+    target = pmt.Target(model)
+    steps = _AdviSteps(model)
+    runs = [
+        ("advi", seed(1), {"mu": 1.0, "s": 0.5}, [0.3, 0.2]),
+        ("advi", seed(2), {"mu": -1.0, "s": 2.0}, None),
+        ("fullrank_advi", seed(3), {"mu": 0.5, "s": 1.0}, None),
+        ("advi", seed(4), None, [1.0, 1.0]),
+        ("fullrank_advi", seed(5), None, None),
+    ]
+    for method, s, start, sd in runs:
+        shared = _fit_advi(target, method, 1500, s, False, start_sd=sd, steps=steps, start=start)
+        alone = _fit_advi(target, method, 1500, s, False, start_sd=sd, start=start)
+        assert _same_base(shared, alone)
+    assert len(compiled) == 2 + len(runs)  # one per method shared, one per run alone
+
+    with pm.Model() as nan_far_left:
+        x = pm.Normal("x", 0, 1)
+        pm.Potential("nan", pt.switch(x > -10, 0.0, np.nan))
+    target = pmt.Target(nan_far_left)
+    steps = _AdviSteps(nan_far_left)
+    for s, start in [(seed(6), 0.5), (seed(7), -20.0), (seed(8), 1.0)]:
+        kwargs = {"start": {"x": start}}
+        if start < -10:
+            with pytest.raises(ValueError, match="diverged to NaN"):
+                _fit_advi(target, "advi", 1500, s, False, steps=steps, **kwargs)
+            continue
+        shared = _fit_advi(target, "advi", 1500, s, False, steps=steps, **kwargs)
+        assert _same_base(shared, _fit_advi(target, "advi", 1500, s, False, **kwargs))
+
+
+def test_advi_fits_share_no_step_function_with_an_optimiser_of_the_users():
+    import pymc as pm
+
+    from pymc_tempering.base import _AdviSteps
+
+    assert _AdviSteps.can_share("advi", {"start": {}, "start_sigma": {}, "obj_n_mc": 2})
+    assert _AdviSteps.can_share("fullrank_advi", {"callbacks": []})
+    assert not _AdviSteps.can_share("advi", {"obj_optimizer": pm.adam(learning_rate=0.1)})
+    assert not _AdviSteps.can_share("advi", {"more_updates": {}})
+    assert not _AdviSteps.can_share("advi", {"score": False})
+    assert not _AdviSteps.can_share("fullrank_advi", {"start_sigma": {}})
