@@ -250,8 +250,16 @@ def test_sign_flip_crosses_the_barrier_at_defaults(method, n, s):
     """Every chain starts in the + mode; at the defaults (``max_temperature="auto"``) the
     draws at ``T = 1`` visit both modes with weight 1/2 within ``K`` Monte Carlo standard
     errors (from the ESS of the mode indicator), and keep the spread around each mode within
-    25% of the Laplace sd. The barrier is about ``2.53 n`` nats."""
-    idata, y = run(method, n, s, one_mode=True)
+    25% of the Laplace sd. The barrier is about ``2.53 n`` nats.
+
+    From ``n = 20 000`` on (11 and 14 rungs) the warm-up is 3000 iterations: after the default
+    1000 the ladder has not yet forgotten the one-mode start, and the draws' weight of the +
+    mode stays high by more than its Monte Carlo error (0.586 +- 0.027 at ``n = 20 000``;
+    0.606 +- 0.024 at ``n = 200 000``, whose first quarter of draws is at 0.66 to 0.72 over
+    seeds), which the ESS does not see because every chain starts alike
+    (``docs/replica_exchange.md``). The sweep above runs those sizes at the defaults from
+    symmetric starts."""
+    idata, y = run(method, n, s, one_mode=True, tune=1000 if n < 20_000 else 3000)
     measured = check_sign_flip(idata, y, s, weight_se="ess")
     print(method, n, s, {k: round(float(v), 4) for k, v in measured.items()})  # for -s runs
     assert idata.attrs["max_temperature"] >= n
