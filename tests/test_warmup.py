@@ -204,23 +204,25 @@ def test_blow_up_during_warm_up_is_undone_and_reported(method):
 def test_chains_left_in_different_modes_warn_as_pm_sample_does():
     """Issue 16, safe defaults: a run that finishes with chains that disagree warns (PyMC's
     R-hat and ESS checks). TACT-HMC at its defaults cannot cross the sign-flip barrier (1,266
-    nats at n = 500): two chains started in each mode stay there, and R-hat says so. The same
-    chains all started in one mode agree, and no R-hat warning comes."""
+    nats at n = 500): two chains started in each mode stay there, and R-hat says so. Chains
+    that agree do not warn: a standard normal, 200 draws (R-hat at most 1.0041 over eight
+    seeds, ESS 740 to 1000)."""
     model, y = sign_flip(500, 1.0)
     mode = laplace(y, 1.0)[0]
-    kwargs = dict(tune=100, chains=4, model=model, random_seed=seed(64), progressbar=False)
+    kwargs = dict(tune=100, chains=4, random_seed=seed(64), progressbar=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         with pytest.warns(UserWarning, match=r"tact_hmc: R-hat above 1.01 \(largest"):
             idata = pmt.sample_tact(
-                100, initial_points=np.array([[mode], [mode], [-mode], [-mode]]), **kwargs
+                100, model=model, initial_points=np.array([[mode], [mode], [-mode], [-mode]]),
+                **kwargs,
             )
         assert set((idata["posterior"]["theta"].values > 0).mean(1)) == {0.0, 1.0}
+        with pm.Model() as normal:
+            pm.Normal("x", 0, 1)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            # 400 draws: rank-normalised R-hat of agreeing chains stays far below 1.01 (at 100
-            # draws it reached 1.0055 in six seeds)
-            pmt.sample_tact(400, initial_points=np.full((4, 1), mode), **kwargs)
+            pmt.sample_tact(200, model=normal, **kwargs)
     assert not [w for w in caught if "R-hat" in str(w.message)]
 
 
