@@ -177,8 +177,9 @@ def test_minibatch_noise_estimate_matches_spread_of_energy_differences():
 
 def test_full_data_energies_are_the_full_data_energy():
     """One pass over the data (the last of 101 batches padded) gives the full-data energy: a
-    regression on two minibatched arrays, a scale with a log transform, and an observed variable without
-    ``pm.Minibatch``, against SciPy's densities (to the float sums' rounding)."""
+    regression on two minibatched arrays, a scale with a log transform, and an observed
+    variable without ``pm.Minibatch``, against SciPy's densities (to the float sums'
+    rounding)."""
     rng, n = np.random.default_rng(5), 20_001
     x, y = rng.normal(size=(n, 3)), rng.normal(2.0, 1.0, size=n)
     with pm.Model() as model:
