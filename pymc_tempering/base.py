@@ -915,9 +915,9 @@ def find_modes(
         Prior draws to start from.
     random_seed : int, optional
     starts : array_like, shape (n, ndim), optional
-        Flat points to start from instead of prior draws (for a model whose prior cannot be
-        drawn from, such as one with ``pm.Flat`` variables); their spread then stands for the
-        prior's in the flooring of :class:`Modes`.
+        At least two finite flat points to start from instead of prior draws (for a model
+        whose prior cannot be drawn from, such as one with ``pm.Flat`` variables); their spread
+        then stands for the prior's in the flooring of :class:`Modes`.
 
     Returns
     -------
@@ -933,7 +933,14 @@ def _search(target: Target, n_starts: int, random_seed, starts=None):
     log density; ``None`` when the prior cannot be drawn from) with the prior's standard
     deviations on the unconstrained space."""
     if starts is not None:
-        starts = np.asarray(starts, dtype=float).reshape(-1, target.ndim)
+        starts = np.asarray(starts, dtype=float)
+        if starts.ndim != 2 or starts.shape[1] != target.ndim or starts.shape[0] < 2:
+            raise ValueError(
+                f"starts must have shape (n, {target.ndim}) with n >= 2 (flat unconstrained "
+                f"points; their spread stands for the prior's), got {starts.shape}."
+            )
+        if not np.all(np.isfinite(starts)):
+            raise ValueError("starts must be finite.")
     else:
         try:
             _, starts = _prior_draws(target, n_starts, random_seed)

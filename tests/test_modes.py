@@ -45,6 +45,12 @@ def test_find_modes_needs_a_prior_to_draw_from():
         pm.Flat("x")
         pm.Potential("p", -0.5 * model["x"] ** 2)
     assert find_modes(Target(model), random_seed=seed(81)) is None
+    # given starts instead: at least two finite flat points of the model's dimension
+    modes = find_modes(Target(model), starts=[[-1.0], [2.0]])
+    np.testing.assert_allclose(modes.points[:, 0], [0.0], atol=1e-6)
+    for bad in ([1.0, 2.0], [[1.0, 2.0]] * 2, [[1.0]], [[1.0], [np.nan]]):
+        with pytest.raises(ValueError, match="starts must"):
+            find_modes(Target(model), starts=bad)
 
 
 def test_default_base_starts_a_fit_on_each_mode():
