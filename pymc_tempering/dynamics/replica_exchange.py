@@ -530,9 +530,14 @@ def _plan(target, ladder, chains, corrected, seeds, steps, resample_momenta) -> 
 MAX_BATCH_PASSES = 4
 #: A pair whose test would average minibatches covering this fraction of the data set or more
 #: takes exact energies from one pass over it instead (:func:`full_data_energies`), with the
-#: Metropolis test: one vectorised call then costs less than the minibatch calls (measured at
-#: ``N = 20 000`` and ``200 000``, minibatches of 200, 32-64 positions: a pass costs 2 and 22
-#: minibatch calls) and has no noise.
+#: Metropolis test, which has no noise and skips no swap. What a pass costs in minibatch calls
+#: depends on the model (measured, 32-64 positions): 2 and 22 calls for the sign-flip model at
+#: ``N = 20 000`` and ``200 000`` (batches of 200; its per-datum work is tiny and a call's
+#: overhead dominates), 73 for a 4-parameter logistic regression at ``N = 50 000`` (batches of
+#: 500, ``N / m = 100``: the per-datum work dominates). So a pair switched at this threshold
+#: costs at most ``1 / FULL_PASS_FRACTION`` times what averaging would, and pairs needing more
+#: than one pass (the averaged test allowed up to 4) cost less. The rule depends on sizes only,
+#: never on timings, so that the same seed gives the same draws on any machine.
 FULL_PASS_FRACTION = 1 / 8
 
 
