@@ -203,7 +203,7 @@ def warn_convergence(result: DataTree, model, method: str) -> None:
 
     PyMC's own checks (:func:`pymc.stats.convergence.run_convergence_checks`: rank-normalised
     R-hat above 1.01, bulk or tail ESS below 100 per chain, from arviz-stats), raised as
-    warnings naming the method and the largest R-hat. Chains that each stay in the mode they
+    warnings naming the method and the worst value (largest R-hat, smallest ESS). Chains that each stay in the mode they
     started in, as TACT-HMC's do on barriers beyond what its temperature flattens, show here
     and nowhere else.
     """

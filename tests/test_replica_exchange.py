@@ -217,6 +217,15 @@ def test_full_data_energies_need_one_minibatch_call():
     assert full_data_energies(Target(model)) is None
 
 
+def test_batches_for_noise_sizes_the_average_and_picks_exact_pairs():
+    """``ceil(v / 0.5^2)`` minibatches, at least 1 (also for a pair with no noise measured, or
+    not finite) and at most ``max_batches``; 0 (exact energies) from ``exact_from`` on."""
+    v = np.array([0.0, np.nan, 0.1, 0.3, 2.0, 100.0])
+    np.testing.assert_array_equal(exchange.batches_for_noise(v, 50), [1, 1, 1, 2, 8, 50])
+    np.testing.assert_array_equal(exchange.batches_for_noise(v, 50, exact_from=8),
+                                  [1, 1, 1, 2, 0, 0])
+
+
 def test_exact_pairs_take_the_metropolis_test():
     """A pair marked 0 in ``n_batches`` takes its energies from ``exact_energies`` and the
     Metropolis test: with noisy minibatch energies (which the corrected test would skip, sd 5)

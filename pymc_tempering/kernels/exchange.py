@@ -277,7 +277,9 @@ def init(chains: int, n_replicas: int) -> ExchangeState:
 TARGET_NOISE_SD = 0.5
 
 
-def batches_for_noise(single_noise_var, max_batches: int, exact_from: int | None = None) -> np.ndarray:
+def batches_for_noise(
+    single_noise_var, max_batches: int, exact_from: int | None = None
+) -> np.ndarray:
     """Minibatches to average per exchange so that ``sigma`` is about :data:`TARGET_NOISE_SD`.
 
     ``single_noise_var`` is the mean noise variance of one minibatch's ``Delta_hat`` per pair;
@@ -286,10 +288,11 @@ def batches_for_noise(single_noise_var, max_batches: int, exact_from: int | None
     :func:`step`) where ``exact_from`` is given and ``k >= exact_from``.
     """
     v = np.asarray(single_noise_var, dtype=float)
-    k = np.ceil(np.where(np.isfinite(v), v, 0.0) / TARGET_NOISE_SD**2)
+    need = np.ceil(np.where(np.isfinite(v), v, 0.0) / TARGET_NOISE_SD**2)
+    k = np.clip(need, 1, max(1, int(max_batches)))
     if exact_from is not None:
-        k = np.where(k >= exact_from, 0, k)
-    return np.where(k == 0, 0, np.clip(k, 1, max(1, int(max_batches)))).astype(int)
+        k = np.where(need >= exact_from, 0, k)
+    return k.astype(int)
 
 
 def _averaged_energies(energies, theta, low, n_batches, first):
@@ -302,7 +305,8 @@ def _averaged_energies(energies, theta, low, n_batches, first):
     d = terms[:, low] - terms[:, low + 1]  # (chains, pairs, m)
     u_sum = u1.copy()
     d_sum, d_sq, count = d.sum(-1), (d**2).sum(-1), np.full(d.shape[:2], float(m))
-    k = np.ones(low.size, dtype=int) if n_batches is None else np.maximum(np.asarray(n_batches)[low], 1)
+    k = np.ones(low.size, dtype=int) if n_batches is None else np.asarray(n_batches)[low]
+    k = np.maximum(k, 1)  # 0: exact energies (step), one minibatch here for the noise
     rounds = np.ones(low.size, dtype=int)
     for b in range(2, int(k.max()) + 1):
         more = np.nonzero(k >= b)[0]  # the pairs still averaging
