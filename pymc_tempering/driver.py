@@ -217,8 +217,9 @@ def warn_convergence(result: DataTree, model, method: str) -> None:
         if problem.message.startswith("The rhat"):
             what = f"R-hat above 1.01 (largest {max(np.nanmax(v) for v in values):.3g})"
         else:
+            chains = result["posterior"].sizes["chain"]
             what = (f"effective sample size below 100 per chain (smallest "
-                    f"{min(np.nanmin(v) for v in values):.0f} over all chains)")
+                    f"{min(np.nanmin(v) for v in values):.0f} for {chains} chains)")
         warn(f"{method}: {what}: the chains disagree or mix slowly, so the draws may not "
              "represent the posterior (for example, chains in different modes). Run longer "
              "(tune, draws), look at the chains (arviz_plots.plot_trace_dist), or temper more.")
