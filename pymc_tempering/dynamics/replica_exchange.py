@@ -49,6 +49,19 @@ def _is_minibatched(rv) -> bool:
     return rv.owner is not None and isinstance(rv.owner.op, MinibatchRandomVariable)
 
 
+def _minibatched_observed(model) -> list:
+    """The observed variables that use ``pm.Minibatch`` (``total_size``)."""
+    return [rv for rv in model.observed_RVs if _is_minibatched(rv)]
+
+
+def _per_datum_terms(target: Target, observed, values=None) -> list:
+    """The per-datum log densities of the minibatched ``observed`` variables (PyMC scales them
+    by ``total_size / m``), at symbolic named ``values`` (the model's value variables when
+    None)."""
+    terms = target.model.logp(vars=observed, sum=False, jacobian=True)
+    return terms if values is None else target.replace_values(terms, values)
+
+
 def minibatch_exchange_energies(
     target: Target, random_seed=None
 ) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
@@ -60,14 +73,13 @@ def minibatch_exchange_energies(
     difference is estimated. Uses its own seeded copy of the minibatch generators
     (:meth:`~pymc_tempering.target.Target.compile_batched`).
     """
-    model = target.model
-    observed = [rv for rv in model.observed_RVs if _is_minibatched(rv)]
+    observed = _minibatched_observed(target.model)
 
     def build(x, values):
         logp = target.logp_graph(values)
         if not observed:
             return [logp, pt.zeros((0,), dtype="float64")]
-        terms = target.replace_values(model.logp(vars=observed, sum=False, jacobian=True), values)
+        terms = _per_datum_terms(target, observed, values)
         return [logp, pt.concatenate([pt.as_tensor(t).flatten() for t in terms])]
 
     fn = target.compile_batched(build, random_seed)
@@ -107,11 +119,10 @@ def full_data_energies(target: Target) -> tuple[Callable[[np.ndarray], np.ndarra
     from pytensor.graph.replace import graph_replace, vectorize_graph
     from pytensor.graph.traversal import ancestors
 
-    model = target.model
-    observed = [rv for rv in model.observed_RVs if _is_minibatched(rv)]
+    observed = _minibatched_observed(target.model)
     if not observed:
         return None
-    terms = model.logp(vars=observed, sum=False, jacobian=True)
+    terms = _per_datum_terms(target, observed)
     nodes = [
         v.owner for v in ancestors(terms)
         if v.owner is not None and isinstance(v.owner.op, MinibatchOp)
@@ -129,7 +140,7 @@ def full_data_energies(target: Target) -> tuple[Callable[[np.ndarray], np.ndarra
 
     def build(x, values):
         logp = target.logp_graph(values)
-        parts = target.replace_values(model.logp(vars=observed, sum=False, jacobian=True), values)
+        parts = _per_datum_terms(target, observed, values)
         found = {
             v.owner for v in ancestors([logp, *parts])
             if v.owner is not None and isinstance(v.owner.op, MinibatchOp)
@@ -159,7 +170,7 @@ def full_data_energies(target: Target) -> tuple[Callable[[np.ndarray], np.ndarra
 
 
 def _has_minibatch(model) -> bool:
-    return any(_is_minibatched(rv) for rv in model.observed_RVs)
+    return bool(_minibatched_observed(model))
 
 
 def data_size(model) -> int:
