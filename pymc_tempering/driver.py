@@ -26,11 +26,12 @@ import pymc
 import pytensor
 import pytensor.tensor as pt
 from pymc.backends.arviz import coords_and_dims_for_inferencedata, dict_to_dataset
+from pymc.stats.convergence import WarningType, run_convergence_checks
 from pytensor.graph.replace import vectorize_graph
 from xarray import DataTree
 
 from pymc_tempering.results import build_result
-from pymc_tempering.sampling import seed_attrs, warn_problems
+from pymc_tempering.sampling import seed_attrs, warn, warn_problems
 from pymc_tempering.target import Target
 
 __all__ = [
@@ -207,9 +208,6 @@ def warn_convergence(result: DataTree, model, method: str) -> None:
     started in, as TACT-HMC's do on barriers beyond what its temperature flattens, show here
     and nowhere else.
     """
-    from pymc.stats.convergence import WarningType, run_convergence_checks
-    from pymc_tempering.sampling import warn
-
     for problem in run_convergence_checks(result, model):
         if problem.kind != WarningType.CONVERGENCE or problem.extra is None:
             continue
