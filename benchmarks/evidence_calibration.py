@@ -183,8 +183,9 @@ def main():
             parser.error(f"unknown model {name!r}")
     out = Path(args.out)
     rows = []
-    for name in names:
-        for seed in range(1000, 1000 + args.seeds):
+    # Seeds outermost, so that a run stopped part-way has every model at the same seeds.
+    for seed in range(1000, 1000 + args.seeds):
+        for name in names:
             proc = subprocess.run(
                 [sys.executable, __file__, "--case", name, str(seed)],
                 capture_output=True, text=True, check=False,
