@@ -15,7 +15,7 @@ from scipy import stats
 from xarray import DataTree
 
 from pymc_tempering.estimators import kish_ess, log_ratio_of_means, weighted_mean
-from pymc_tempering.results import INVERSE_TEMPERATURE, flat_draws_from_result
+from pymc_tempering.results import INVERSE_TEMPERATURE, flat_draws_from_result, numerical_floor
 
 __all__ = ["Diagnosis", "diagnose", "missed_modes"]
 
@@ -97,7 +97,9 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
     - ``standard_error``: when the result carries the ``target_se`` it was run for (root attrs
       of :func:`~pymc_tempering.sample_ct` and :func:`~pymc_tempering.sample_gibbs_ct`), the
       standard error of log Z against it; a problem above it: the run's extensions did not
-      bring it down, and an estimate that imprecise is not what the run was asked for.
+      bring it down, and an estimate that imprecise is not what the run was asked for. A
+      ``target_se`` below the rounding floor of the estimate (``1e-7 |log Z|``, the accuracy of
+      the log densities themselves) is raised to it.
 
     Parameters
     ----------
@@ -119,7 +121,9 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
         )
     if "target_se" in idata.attrs and "log_marginal_likelihood_se" in idata.attrs:
         _check_precision(
-            checks, float(idata.attrs["log_marginal_likelihood_se"]), float(idata.attrs["target_se"])
+            checks,
+            float(idata.attrs["log_marginal_likelihood_se"]),
+            precision_goal(idata.attrs["target_se"], idata.attrs["log_marginal_likelihood"]),
         )
     stats_ = idata["sample_stats"] if "sample_stats" in idata.children else None
     posterior = idata["posterior"] if "posterior" in idata.children else None
@@ -306,6 +310,12 @@ def _check_modes(checks: _Checks, idata: DataTree) -> None:
             "does not show it. Pass a base that covers every mode (fit_base(method="
             "'mixture', n_fits=...)), or run longer."
         )
+
+
+def precision_goal(target_se: float, log_z: float) -> float:
+    """The standard error a run asked for ``target_se`` can reach: ``target_se``, or the
+    rounding floor of an estimate ``log_z`` where that is larger (no longer chain lowers it)."""
+    return max(float(target_se), numerical_floor(log_z))
 
 
 def _check_precision(checks: _Checks, se: float, target_se: float) -> None:

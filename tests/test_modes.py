@@ -9,6 +9,7 @@ compares the run's weighted draws with them; the run widens its base to what it 
 import numpy as np
 import pymc as pm
 import pytest
+from scipy import stats
 from checks import assert_within_se, seed
 
 import pymc_tempering as pmt
@@ -172,10 +173,12 @@ def test_default_base_falls_back_to_advi_on_a_shell():
 
 
 def test_run_extends_itself_while_the_standard_error_is_above_target_se():
+    # a Student-t: the Laplace base is not the target, so the standard error is Monte Carlo
+    # error far above the rounding floor (1e-7 here) and far above target_se
     with pm.Model():
-        pm.Normal("x", 1.0, 2.0)
+        pm.StudentT("x", nu=3.0, mu=1.0, sigma=2.0)
         idata = pmt.sample_ct(
-            draws=200, tune=200, chains=2, max_extensions=1, target_se=1e-12,
+            draws=200, tune=200, chains=2, max_extensions=1, target_se=1e-5,
             random_seed=seed(90), progressbar=False,
         )
         with pytest.raises(ValueError, match="target_se"):
@@ -194,3 +197,32 @@ def test_run_extends_itself_while_the_standard_error_is_above_target_se():
     assert not pmt.diagnose(idata).checks.loc["standard_error", "ok"]
     idata.attrs["target_se"] = 1.0  # the same run asked for less precision: no problem
     assert pmt.diagnose(idata).checks.loc["standard_error", "ok"]
+
+
+def test_target_se_below_the_rounding_floor_is_the_floor():
+    """A standard error at the rounding floor (1e-7 |log Z|: the log densities are no more
+    accurate) is not extended and passes: no longer chain lowers it. Before, a normal mean with
+    100,000 data (log Z = -1.1e6) had a floor of 1.1 nats, above the default target_se, and every
+    run was extended twice and marked unreliable."""
+    rng = np.random.default_rng(3)
+    n, sigma, m0, s0 = 20_000, np.float64(2e4), 1e5, 1e5  # float64: exact constants
+    y = rng.normal(1.3e5, sigma, size=n)
+    ybar, ss = y.mean(), np.sum((y - y.mean()) ** 2)
+    log_z = (
+        -0.5 * n * np.log(2 * np.pi * sigma**2) - ss / (2 * sigma**2)
+        + 0.5 * np.log(2 * np.pi * sigma**2 / n)
+        + stats.norm.logpdf(ybar, m0, np.sqrt(s0**2 + sigma**2 / n))
+    )
+    with pm.Model():
+        mu = pm.Normal("mu", m0, s0)
+        pm.Normal("y", mu, sigma, observed=y)
+        idata = pmt.sample_ct(
+            draws=200, tune=200, chains=2, target_se=1e-4, random_seed=seed(91), progressbar=False
+        )
+    lml = pmt.log_marginal_likelihood(idata)
+    floor = 1e-7 * abs(lml.estimate)
+    assert floor > 1e-4  # the case: target_se below the floor
+    assert lml.standard_error == pytest.approx(floor)
+    assert idata.attrs["extensions"] == 0
+    assert lml.reliable, lml.problems
+    assert_within_se(lml.estimate, log_z, lml.standard_error, what="log Z")

@@ -28,7 +28,7 @@ from pymc_tempering.base import (
     prepare_base,
     widen_base,
 )
-from pymc_tempering.diagnostics import MISSED_MASS_LIMIT, diagnose, missed_modes
+from pymc_tempering.diagnostics import MISSED_MASS_LIMIT, diagnose, missed_modes, precision_goal
 from pymc_tempering.estimators import ct_log_weights, kish_ess, log_marginal_likelihood_ct
 from pymc_tempering.results import (
     INVERSE_TEMPERATURE,
@@ -218,7 +218,9 @@ def sample_ct(
         ``1.2 (se / target_se)^2`` (at most 4) that the standard error asks for (within the
         same ``max_extensions`` budget); one whose standard error is still above it when the
         budget is spent is marked unreliable (:func:`~pymc_tempering.diagnose`'s
-        ``standard_error`` check). ``None`` accepts any standard error.
+        ``standard_error`` check). ``None`` accepts any standard error. Below the rounding
+        floor of the estimate, ``1e-7 |log Z|`` (the accuracy of the log densities), it is
+        raised to that floor: longer chains do not lower it.
     nuts_sampler : {"pymc", "nutpie", "numpyro", "blackjax"}, optional
         Passed to :func:`pymc.sample`; ``None`` lets PyMC choose.
     random_seed : int or numpy.random.Generator, optional
@@ -422,7 +424,9 @@ def run_with_bootstrap(
         checks = diagnose(result).checks
         failed = set() if checks.empty else set(checks.index[~checks["ok"]])
         se = result.attrs.get("log_marginal_likelihood_se", 0.0)
-        imprecise = target_se is not None and se > target_se
+        imprecise = target_se is not None and se > precision_goal(
+            target_se, result.attrs["log_marginal_likelihood"]
+        )
         if not failed and not imprecise:
             break
         record = {"log_zeta": log_zeta, "target_accept": target_accept, "refit": False}
