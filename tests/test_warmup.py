@@ -265,3 +265,39 @@ def test_sign_flip_crosses_the_barrier_at_defaults(method, n, s):
     measured = check_sign_flip(idata, y, s, weight_se="ess")
     print(method, n, s, {k: round(float(v), 4) for k, v in measured.items()})  # for -s runs
     assert idata.attrs["max_temperature"] >= n
+
+
+def test_tact_reaches_a_posterior_far_from_its_start():
+    """The warm-up's first window is a transit, capped by the curvature only. A linear regression
+    on 100,000 points, coefficients in units of 1e-3 and 10 (posterior sds 1.6e-6 and 3e-4),
+    starts 1.3e5 posterior sds from the mode: with the first preconditioner capped by the
+    minibatch gradient noise as well, the chains were still 2e4 sds away after the default
+    warm-up. Each coefficient's mean must be within 25% of its exact posterior sd and its spread
+    within 25% of it, up to ``K`` Monte Carlo standard errors (issue 16's tolerances)."""
+    n = 100_000
+    rng = np.random.default_rng(11)
+    x = np.column_stack([rng.normal(0, 1e3, n), rng.normal(5, 0.01, n)])
+    sigma, prior_sd = 0.5, np.array([1.0, 100.0])
+    y = x @ np.array([2e-3, 40.0]) + rng.normal(0, sigma, n)
+    cov = np.linalg.inv(x.T @ x / sigma**2 + np.diag(1 / prior_sd**2))
+    mean, sd = cov @ (x.T @ y / sigma**2), np.sqrt(np.diag(cov))
+    with pm.Model():
+        xb, yb = pm.Minibatch(x, y, batch_size=BATCH)
+        b = pm.Normal("b", 0, prior_sd, shape=2)
+        pm.Normal("y", pm.math.dot(xb, b), np.float64(sigma), observed=yb, total_size=n)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # R-hat / ESS of a 4-chain, 500-draw run
+            idata = pmt.sample_tact(500, random_seed=seed(62), progressbar=False)
+    draws = idata["posterior"]["b"].values  # (chain, draw, 2)
+    for i in range(2):
+        d = draws[..., i]
+        ess = float(np.asarray(array_stats.ess(d, method="bulk", chain_axis=0, draw_axis=1)))
+        assert ess > 50, f"b[{i}]: ESS {ess}, too short a run for its own check"
+        mean_se = float(mcse_of_mean(d))
+        assert abs(d.mean() - mean[i]) < 0.25 * sd[i] + K * mean_se, (
+            f"b[{i}]: mean {d.mean()} against {mean[i]} (sd {sd[i]}, se {mean_se})"
+        )
+        squared = (d - d.mean()) ** 2
+        ratio = np.sqrt(squared.mean()) / sd[i]
+        ratio_se = ratio * float(mcse_of_mean(squared)) / (2 * squared.mean())
+        assert abs(ratio - 1) < 0.25 + K * ratio_se, f"b[{i}]: spread {ratio} x exact (se {ratio_se})"

@@ -654,20 +654,22 @@ def recover_warmup_blowup(
 
 def start_preconditioner(
     logp_and_grad: Callable, start: np.ndarray, jitter: float, shape, rng: np.random.Generator,
-    initial_points: np.ndarray | None = None, eta: float = AUTO_STEP_SIZE,
+    initial_points: np.ndarray | None = None, eta: float = AUTO_STEP_SIZE, noise_cap: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The warm-up's first preconditioner and the chains' starting points.
 
     ``scale`` is :func:`curvature_scale` at ``start (D,)`` (the model's initial point: a
     Laplace-like standard deviation), capped by the gradient noise measured at the starting
-    points (:func:`stability_cap`); the starting points are ``start`` plus uniform noise of
-    half-width ``jitter`` times the curvature scale (or the given ``initial_points``).
-    Returns ``(scale, theta0)`` with ``theta0`` of ``shape``.
+    points (:func:`stability_cap`) unless ``noise_cap`` is False; the starting points are
+    ``start`` plus uniform noise of half-width ``jitter`` times the curvature scale (or the
+    given ``initial_points``). Returns ``(scale, theta0)`` with ``theta0`` of ``shape``.
     """
     scale = curvature_scale(logp_and_grad, start)
     if initial_points is None:
         theta0 = start + scale * rng.uniform(-jitter, jitter, shape)
     else:
         theta0 = np.asarray(initial_points, dtype=float)
+    if not noise_cap:
+        return scale, theta0
     grad_var, _ = gradient_noise(logp_and_grad, theta0.reshape(-1, start.size))
     return np.fmin(scale, stability_cap(0.0, grad_var, eta)), theta0
