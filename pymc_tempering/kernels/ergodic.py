@@ -300,11 +300,12 @@ def hei_chain(
         accepted = pt.cast(info.is_accepted, "float64")
         return state.x, state.logdensity, accepted, info.acceptance_rate, info.diverging
 
-    outputs, _ = pytensor.scan(
+    outputs = pytensor.scan(
         step_fn,
         sequences=[eps_r, u, log_steps, log_vars],
         outputs_info=[x0, None, None, None, None],
         strict=False,
+        return_updates=False,  # the step has no random variables of its own: no updates
     )
     return ChainTrace(*outputs)
 
