@@ -879,12 +879,24 @@ class Modes:
         along a shell, counts as wide as the prior, not infinitely wide).
     cov : ndarray, shape (k, ndim, ndim)
         Those Laplace covariances ``S``.
+    hits : ndarray of int, shape (k,)
+        How many of the search's runs converged to each. Optima reached once only, ``f1`` of
+        ``n = hits.sum()`` runs, say the search is incomplete: by the Good-Turing estimate a new
+        run would reach an optimum not yet found with probability about ``f1 / n``
+        (:attr:`unseen`).
     """
 
     points: np.ndarray
     log_density: np.ndarray
     log_mass: np.ndarray
     cov: np.ndarray
+    hits: np.ndarray
+
+    @property
+    def unseen(self) -> float:
+        """Good-Turing estimate of the chance that a new run of the search reaches an optimum
+        not found yet: the share of runs whose optimum no other run reached."""
+        return float(np.sum(self.hits == 1) / self.hits.sum())
 
     def __len__(self) -> int:
         return int(self.points.shape[0])
@@ -964,11 +976,17 @@ def _search(target: Target, n_starts: int, random_seed, starts=None):
         if np.isfinite(res.fun) and res.fun < 1e299:
             (optima if res.success else ends).append((-float(res.fun), res.x))
     optima.sort(key=lambda f: -f[0])
-    kept: list = []
+    kept: list = []  # [log density, point, Laplace covariance, runs that reached it]
+
+    def same(x, within):
+        return next((k for k in kept if np.all(np.abs(x - k[1]) < within(k))), None)
+
     for logp, x in optima:
         # Runs that reached one optimum first, cheaply (before a Hessian for each): then
         # optima that agree within a tenth of their Laplace standard deviations.
-        if any(np.all(np.abs(x - y) < 1e-3 * prior_sd) for _, y, _ in kept):
+        match = same(x, lambda k: 1e-3 * prior_sd)
+        if match is not None:
+            match[3] += 1
             continue
         laplace = _laplace_cov(target, x, 1.0 / prior_sd.max() ** 2)
         if laplace is None:
@@ -980,8 +998,11 @@ def _search(target: Target, n_starts: int, random_seed, starts=None):
         if 0.5 * grad @ cov @ grad >= 0.01:
             ends.append((logp, x))
             continue
-        if not any(np.all(np.abs(x - y) < 0.1 * np.sqrt(np.diag(c))) for _, y, c in kept):
-            kept.append((logp, x, cov))
+        match = same(x, lambda k: 0.1 * np.sqrt(np.diag(k[2])))
+        if match is not None:
+            match[3] += 1
+        else:
+            kept.append([logp, x, cov, 1])
     ends.sort(key=lambda f: -f[0])
     ends = np.array([x for _, x in ends]).reshape(-1, target.ndim)
     if not kept:
@@ -995,6 +1016,7 @@ def _search(target: Target, n_starts: int, random_seed, starts=None):
         log_density=log_density,
         log_mass=log_density + 0.5 * target.ndim * _LOG_2PI + 0.5 * log_det,
         cov=covs,
+        hits=np.array([k[3] for k in kept]),
     )
     return modes, ends, prior_sd
 

@@ -197,7 +197,8 @@ def base_group(target: Target, mean: np.ndarray, variance: np.ndarray, modes=Non
     Its coordinate ``flat_variable`` names the value variable of each flat element, so the
     flat draws can be rebuilt from the result alone (:func:`flat_draws_from_result`). With the
     base's :class:`~pymc_tempering.Modes`, it also holds the optima of its mode search:
-    ``mode_point`` (mode, flat), ``mode_log_density`` and ``mode_log_mass`` (mode).
+    ``mode_point`` (mode, flat), ``mode_log_density``, ``mode_log_mass`` and ``mode_hits``
+    (mode: the search's runs that reached each).
     """
     labels = np.repeat(np.array(target.names, dtype=object), target.sizes).astype(str)
     data = {"mean": ("flat", np.asarray(mean)), "variance": ("flat", np.asarray(variance))}
@@ -205,6 +206,7 @@ def base_group(target: Target, mean: np.ndarray, variance: np.ndarray, modes=Non
         data["mode_point"] = (("mode", "flat"), modes.points)
         data["mode_log_density"] = ("mode", modes.log_density)
         data["mode_log_mass"] = ("mode", modes.log_mass)
+        data["mode_hits"] = ("mode", modes.hits)
     return xr.Dataset(data, coords={"flat_variable": ("flat", labels)})
 
 

@@ -225,6 +225,18 @@ class Target:
             if rv.owner is not None and isinstance(rv.owner.op, FlatRV | HalfFlatRV)
         ]
 
+    @cached_property
+    def minibatched_observed(self) -> list:
+        """The observed variables scaled up to a ``total_size`` (``pm.Minibatch`` data or
+        ``total_size=``): their log density is a noisy estimate of the full data's."""
+        from pymc.variational.minibatch_rv import MinibatchRandomVariable
+
+        return [
+            rv
+            for rv in self.model.observed_RVs
+            if rv.owner is not None and isinstance(rv.owner.op, MinibatchRandomVariable)
+        ]
+
     def dims(self, name: str) -> tuple[str, ...] | None:
         """The dims the model gave to a named variable, if any."""
         dims = self.model.named_vars_to_dims.get(name)

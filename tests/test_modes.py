@@ -226,3 +226,25 @@ def test_target_se_below_the_rounding_floor_is_the_floor():
     assert idata.attrs["extensions"] == 0
     assert lml.reliable, lml.problems
     assert_within_se(lml.estimate, log_z, lml.standard_error, what="log Z")
+
+
+def test_a_mode_search_that_keeps_finding_new_optima_makes_the_run_unreliable():
+    """256 equal modes (a two-component mixture in each of 8 coordinates): 32 runs of the
+    search from prior draws land on about 28 distinct optima, most reached by one run only
+    (occupancy: 32 * (255/256)^31 = 28.3 of 32 runs alone in expectation), so the Good-Turing
+    chance of a new optimum is far above 0.5 and the evidence cannot be vouched for, whatever
+    its standard error. (On the Boltzmann relaxations such runs passed every other check and
+    came out up to 14.6 standard errors low.) The evidence suite's ten problems, eight schools
+    among them, measured 0.12 (the 18 peaks) or 0."""
+    with pm.Model() as model:
+        pm.NormalMixture("x", w=[0.5, 0.5], mu=[-3.0, 3.0], sigma=0.5, shape=8)
+    modes = find_modes(Target(model), random_seed=seed(92))
+    assert modes.hits.sum() == 32 and modes.unseen > 0.5
+    with model:
+        idata = pmt.sample_ct(
+            200, tune=200, chains=2, max_extensions=0, random_seed=seed(92), progressbar=False
+        )
+    checks = pmt.diagnose(idata).checks
+    assert not checks.loc["unseen_optima", "ok"]
+    lml = pmt.log_marginal_likelihood(idata)
+    assert not lml.reliable and any("mode search is far from complete" in p for p in lml.problems)

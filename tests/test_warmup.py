@@ -301,3 +301,20 @@ def test_tact_reaches_a_posterior_far_from_its_start():
         ratio = np.sqrt(squared.mean()) / sd[i]
         ratio_se = ratio * float(mcse_of_mean(squared)) / (2 * squared.mean())
         assert abs(ratio - 1) < 0.25 + K * ratio_se, f"b[{i}]: spread {ratio} x exact (se {ratio_se})"
+
+
+def test_a_mode_no_chain_visits_is_warned_about():
+    """Chains that all miss the same mode agree, so R-hat cannot see it: on a model without
+    minibatches the drivers compare the draws with the optima of a mode search. Every chain
+    starts at the middle mode of a mixture of three normals (weights 0.2, 0.3, 0.5 at -20, 0,
+    30); the barrier to the 0.5 mode, about 450 nats, is far beyond what TACT-HMC's hottest
+    temperature (10) flattens, so that mode's half of the mass is missed."""
+    with pm.Model():
+        pm.NormalMixture("x", w=[0.2, 0.3, 0.5], mu=[-20.0, 0.0, 30.0], sigma=[1.0, 2.0, 0.5])
+        with pytest.warns(UserWarning, match="never came near 1 of the 3 local maxima"):
+            idata = pmt.sample_tact(
+                200, tune=200, initial_points=np.zeros((4, 1)), random_seed=seed(63),
+                progressbar=False,
+            )
+    assert idata.attrs["missed_mode_mass"] == pytest.approx(0.5, abs=0.01)
+    assert (idata["posterior"]["x"].values < 10).all()

@@ -43,17 +43,6 @@ from pymc_tempering.target import Target
 __all__ = ["minibatch_exchange_energies", "sample_replica_exchange"]
 
 
-def _is_minibatched(rv) -> bool:
-    from pymc.variational.minibatch_rv import MinibatchRandomVariable
-
-    return rv.owner is not None and isinstance(rv.owner.op, MinibatchRandomVariable)
-
-
-def _minibatched_observed(model) -> list:
-    """The observed variables that use ``pm.Minibatch`` (``total_size``)."""
-    return [rv for rv in model.observed_RVs if _is_minibatched(rv)]
-
-
 def _per_datum_terms(target: Target, observed, values=None) -> list:
     """The per-datum log densities of the minibatched ``observed`` variables (PyMC scales them
     by ``total_size / m``), at symbolic named ``values`` (the model's value variables when
@@ -73,7 +62,7 @@ def minibatch_exchange_energies(
     difference is estimated. Uses its own seeded copy of the minibatch generators
     (:meth:`~pymc_tempering.target.Target.compile_batched`).
     """
-    observed = _minibatched_observed(target.model)
+    observed = target.minibatched_observed
 
     def build(x, values):
         logp = target.logp_graph(values)
@@ -119,7 +108,7 @@ def full_data_energies(target: Target) -> tuple[Callable[[np.ndarray], np.ndarra
     from pytensor.graph.replace import graph_replace, vectorize_graph
     from pytensor.graph.traversal import ancestors
 
-    observed = _minibatched_observed(target.model)
+    observed = target.minibatched_observed
     if not observed:
         return None
     terms = _per_datum_terms(target, observed)
@@ -169,17 +158,15 @@ def full_data_energies(target: Target) -> tuple[Callable[[np.ndarray], np.ndarra
     return energy, length, int(m)
 
 
-def _has_minibatch(model) -> bool:
-    return bool(_minibatched_observed(model))
-
-
-def data_size(model) -> int:
-    """The number of observations ``N`` of ``model``: the ``total_size`` of each minibatched
-    observed variable (the minibatch's own length along a dimension without one), the size of
-    every other observed variable, summed; 0 for a model without observed variables."""
+def data_size(target: Target) -> int:
+    """The number of observations ``N`` of the target's model: the ``total_size`` of each
+    minibatched observed variable (the minibatch's own length along a dimension without one),
+    the size of every other observed variable, summed; 0 for a model without observed
+    variables."""
     total = 0
-    for rv in model.observed_RVs:
-        if _is_minibatched(rv):
+    minibatched = target.minibatched_observed
+    for rv in target.model.observed_RVs:
+        if any(rv is mb for mb in minibatched):
             sizes = rv.owner.inputs[1:]
             shape = [int(d) for d in rv.owner.inputs[0].shape.eval()]
             n = 1
@@ -198,9 +185,9 @@ def data_size(model) -> int:
 MIN_AUTO_MAX_TEMPERATURE = 10.0
 
 
-def auto_max_temperature(model) -> float:
+def auto_max_temperature(target: Target) -> float:
     """``max(MIN_AUTO_MAX_TEMPERATURE, N)`` with ``N`` the model's :func:`data_size`."""
-    return float(max(MIN_AUTO_MAX_TEMPERATURE, data_size(model)))
+    return float(max(MIN_AUTO_MAX_TEMPERATURE, data_size(target)))
 
 
 def auto_n_temperatures(max_temperature: float, ndim: int) -> int:
@@ -451,7 +438,7 @@ def _ladder(n_temperatures, ladder, max_temperature, target: Target) -> np.ndarr
             raise ValueError(
                 f"max_temperature must be 'auto' or a number above 1, got {max_temperature!r}."
             )
-        max_temperature = auto_max_temperature(target.model)
+        max_temperature = auto_max_temperature(target)
     if ladder is None:
         n = (
             auto_n_temperatures(max_temperature, target.ndim)
@@ -484,8 +471,8 @@ def _check_options(exchange_every, step_size, thermal_inertia, noise, minibatch,
         raise ValueError(f"minibatch must be True, False or 'auto', got {minibatch!r}.")
 
 
-def _use_corrected(model, minibatch) -> bool:
-    has_minibatch = _has_minibatch(model)
+def _use_corrected(target: Target, minibatch) -> bool:
+    has_minibatch = bool(target.minibatched_observed)
     corrected = has_minibatch if minibatch == "auto" else bool(minibatch)
     if has_minibatch and not corrected:
         warn(
@@ -558,7 +545,7 @@ def _max_batches(target: Target, plan: _Plan, start: np.ndarray) -> int:
         return 1
     _, terms = plan.energies(start[:1])
     m = max(1, terms.shape[-1])
-    return max(1, int(np.ceil(MAX_BATCH_PASSES * data_size(target.model) / m)))
+    return max(1, int(np.ceil(MAX_BATCH_PASSES * data_size(target) / m)))
 
 
 def _result(target, trace, ladder, attrs, random_seed):
@@ -716,7 +703,7 @@ def sample_replica_exchange(
                    steps_per_sample)
     target = Target(modelcontext(model))  # refuses discrete models
     ladder = _ladder(n_temperatures, ladder, max_temperature, target)
-    corrected = _use_corrected(target.model, minibatch)
+    corrected = _use_corrected(target, minibatch)
     n_rep = ladder.size
     settings = TACTSettings(
         eta_theta=thermostats.AUTO_STEP_SIZE if auto else float(step_size), eta_xi=1.0, c_theta=float(noise), c_xi=0.0,

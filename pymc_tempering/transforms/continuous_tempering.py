@@ -435,7 +435,10 @@ def run_with_bootstrap(
             target_accept = 1 - (1 - target_accept) / 2
             reasons.append("divergences")
         missed = _missed(result, base)
-        others = failed - {"divergences", "pareto_khat", "missed_mode_mass", "standard_error"}
+        # an incomplete mode search (unseen_optima) is the base's, which no refit completes
+        others = failed - {
+            "divergences", "pareto_khat", "missed_mode_mass", "standard_error", "unseen_optima"
+        }
         if missed is not None:
             base, log_zeta = _widen(target, base, log_zeta, missed, zeta_seed)
             reasons.append("a missed mode")
