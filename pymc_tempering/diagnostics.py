@@ -210,10 +210,18 @@ def _check_divergences(checks: _Checks, diverging, beta: np.ndarray | None) -> N
     diverging = diverging.transpose("chain", "draw").values.astype(bool)
     n_div = int(diverging.sum())
     checks.add("divergences", n_div, "0", n_div == 0, "divergent transitions after tuning")
-    if n_div:
-        where = "" if beta is None else f", at a median beta of {np.median(beta[diverging]):.2f}"
+    if n_div and beta is None:  # no inverse temperature per draw (AIS, ergodic inference, ...)
         checks.problems.append(
-            f"{n_div} of {diverging.size} transitions diverged{where}: the sampler could not "
+            f"{n_div} of {diverging.size} transitions diverged: the sampler could not enter part "
+            "of the density it samples, so the draws miss its mass there (and a log marginal "
+            "likelihood, where the method gives one, comes out low, with a standard error that "
+            "does not show it). Reparameterise the model (centred or non-centred groups) as you "
+            "would for pm.sample, or take smaller steps (a higher target_accept)."
+        )
+    elif n_div:
+        checks.problems.append(
+            f"{n_div} of {diverging.size} transitions diverged, at a median beta of "
+            f"{np.median(beta[diverging]):.2f}: the sampler could not "
             "enter part of the tempered density, so the estimates miss its mass there (the log "
             "marginal likelihood comes out low, with a standard error that does not show "
             "it). Divergences near beta = 1 come from the model's own geometry: "

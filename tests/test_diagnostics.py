@@ -79,3 +79,5 @@ def test_diagnose_reads_pseudo_extended_results():
     diagnosis = diagnose(tree)
     assert list(diagnosis.checks.index) == ["divergences"]
     assert diagnosis.problems[0].startswith("2 of 100 transitions diverged: the sampler")
+    # no inverse temperature per draw: the message speaks of the density sampled, not of beta
+    assert "beta" not in diagnosis.problems[0]
