@@ -509,9 +509,10 @@ def fit_base(
         For a model :class:`~pymc_tempering.Target` refuses, an unknown method, or a fit that
         diverged to NaN.
     """
+    target = Target(modelcontext(model))
+    target.require_exact("fit_base")
     return _fit_base(
-        Target(modelcontext(model)), method, n, random_seed, progressbar, n_fits, prior_weight,
-        **fit_kwargs,
+        target, method, n, random_seed, progressbar, n_fits, prior_weight, **fit_kwargs
     )
 
 
@@ -1389,6 +1390,7 @@ def prepare_base(model, base, log_zeta, random_seed, progressbar):
     """
     model = modelcontext(model)
     target = Target(model)
+    target.require_exact("Tempering from a base (continuous tempering, AIS, simulated tempering)")
     fit_seed, zeta_seed, sample_seed = split_seed(random_seed, 3)
     if base is None:
         base = _fit_base(target, "laplace", random_seed=fit_seed, progressbar=progressbar)

@@ -237,6 +237,31 @@ class Target:
             if rv.owner is not None and isinstance(rv.owner.op, MinibatchRandomVariable)
         ]
 
+    def require_exact(self, method: str) -> None:
+        """Refuse a model whose log density is a minibatch estimate, for ``method`` (a name
+        for the message), which needs the exact one.
+
+        Raises
+        ------
+        ValueError
+            Naming the minibatched observed variables and the methods that take them.
+        """
+        rngs = [
+            v
+            for v in graph_inputs([self.model.logp()])
+            if isinstance(v, SharedVariable) and isinstance(v.type, RandomGeneratorType)
+        ]
+        if rngs:  # a pm.Minibatch: a random slice of the data at every evaluation
+            names = ", ".join(rv.name for rv in self.minibatched_observed)
+            raise ValueError(
+                f"{method} needs the model's exact log density, but its observed data"
+                f"{f' ({names})' if names else ''} use pm.Minibatch: each evaluation sees "
+                "another minibatch, so the log "
+                "density is a noisy estimate. Use pmt.sample_tact or "
+                "pmt.sample_replica_exchange, which are built for minibatches, or give the "
+                "observed variables their full data."
+            )
+
     def dims(self, name: str) -> tuple[str, ...] | None:
         """The dims the model gave to a named variable, if any."""
         dims = self.model.named_vars_to_dims.get(name)

@@ -1,4 +1,5 @@
 import numpy as np
+import pymc as pm
 import pytest
 from conftest import model_fingerprint
 from scipy import stats
@@ -64,3 +65,21 @@ def test_refuses_discrete(discrete_model):
 def test_refuses_no_free_variables(no_free_model):
     with pytest.raises(ValueError, match="no free variables"):
         pmt.Target(no_free_model)
+
+
+def test_methods_that_need_the_exact_log_density_refuse_a_minibatch():
+    """A ``pm.Minibatch`` makes the log density a random estimate; continuous tempering, the
+    base fit, pseudo-extended MCMC and ergodic inference refuse it with a clear error (they
+    failed inside PyTensor with an AttributeError on a random generator). ``total_size`` on the
+    full data is exact and accepted."""
+    y = np.random.default_rng(5).normal(2.0, 1.0, size=400)
+    with pm.Model() as minibatched:
+        theta = pm.Normal("theta", 0, 3)
+        pm.Normal("y", theta, 1.0, observed=pm.Minibatch(y, batch_size=50), total_size=400)
+    with pm.Model() as full:
+        theta = pm.Normal("theta", 0, 3)
+        pm.Normal("y", theta, 1.0, observed=y, total_size=400)
+    for method in (pmt.sample_ct, pmt.fit_base, pmt.sample_pe, pmt.fit_ergodic):
+        with pytest.raises(ValueError, match=r"exact log density.*\(y\) use pm.Minibatch"):
+            method(model=minibatched, progressbar=False)
+    pmt.Target(full).require_exact("test")  # no error

@@ -719,6 +719,7 @@ def fit_ergodic(
     """
     model = modelcontext(model)
     target = Target(model)
+    target.require_exact("Ergodic inference")
     n_steps, n_leapfrog = int(n_steps), int(n_leapfrog)
     n_particles, n_iterations = int(n_particles), int(n_iterations)
     _check_options(n_steps, n_leapfrog, n_particles, n_iterations, learning_rate, tune_initial,

@@ -101,6 +101,7 @@ def tempered_model(model, base: Base, log_zeta: float | None, inverse_temperatur
     a log-density term of its own (the Jacobian of ``u -> beta`` for the joint method).
     """
     target = Target(modelcontext(model))
+    target.require_exact("Continuous tempering")
     if base is None:
         raise ValueError("A base is required; fit one with pmt.fit_base().")
     check_base(target, base)

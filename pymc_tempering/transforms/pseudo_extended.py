@@ -187,6 +187,7 @@ def pseudo_extended_model(
         outside ``[0, 1)`` or variable names that clash with those the method adds.
     """
     target = Target(modelcontext(model))
+    target.require_exact("Pseudo-extended MCMC")
     n_pseudo = _check_n_pseudo(n_pseudo)
     proposal = _check_proposal(target, proposal)
     beta_min = _check_beta_min(beta_min)
@@ -332,6 +333,7 @@ def sample_pe(
     draws, tune, chains = check_sampler_args(draws, tune, chains)
     model = modelcontext(model)
     target = Target(model)
+    target.require_exact("Pseudo-extended MCMC")
     n_pseudo = _check_n_pseudo(n_pseudo)
     proposal = _check_proposal(target, proposal)
     beta_min = _check_beta_min(beta_min)
