@@ -20,6 +20,7 @@ from pytensor.tensor.random.type import RandomType
 from scipy import linalg, optimize
 from scipy.special import logsumexp
 
+from pymc_tempering.estimators import unseen_share
 from pymc_tempering.sampling import reproducible, split_seed, warn
 from pymc_tempering.target import Target
 
@@ -897,7 +898,7 @@ class Modes:
     def unseen(self) -> float:
         """Good-Turing estimate of the chance that a new run of the search reaches an optimum
         not found yet: the share of runs whose optimum no other run reached."""
-        return float(np.sum(self.hits == 1) / self.hits.sum())
+        return unseen_share(self.hits)
 
     def __len__(self) -> int:
         return int(self.points.shape[0])

@@ -14,7 +14,7 @@ from arviz_stats.base.array import array_stats
 from scipy import stats
 from xarray import DataTree
 
-from pymc_tempering.estimators import kish_ess, log_ratio_of_means, weighted_mean
+from pymc_tempering.estimators import kish_ess, log_ratio_of_means, unseen_share, weighted_mean
 from pymc_tempering.results import INVERSE_TEMPERATURE, flat_draws_from_result, numerical_floor
 
 __all__ = ["Diagnosis", "diagnose", "missed_modes"]
@@ -322,7 +322,7 @@ def _check_modes(checks: _Checks, idata: DataTree) -> None:
     points = idata["base"]["mode_point"].values
     if "mode_hits" in idata["base"]:
         hits = idata["base"]["mode_hits"].values
-        unseen = float(np.sum(hits == 1) / hits.sum())
+        unseen = unseen_share(hits)
         checks.add(
             "unseen_optima", unseen, f"<= {UNSEEN_OPTIMA_LIMIT}", unseen <= UNSEEN_OPTIMA_LIMIT,
             "Good-Turing chance that another run of the base's mode search finds a new optimum",
@@ -338,9 +338,8 @@ def _check_modes(checks: _Checks, idata: DataTree) -> None:
                 "may be too low (measured on 22-unit Boltzmann machine relaxations, whose "
                 "searches reached a new maximum with 29 to 32 of their 32 runs: runs passing "
                 "every other check came out 0.47 to 1.3 nats, 4.9 to 17.4 standard errors, "
-                "low). Treat it as a lower "
-                "bound, or check it with an independent method (pmt.sample_ais, "
-                "pmt.sample_simulated_tempering)."
+                "low). Treat it as a lower bound, or check it with an independent method "
+                "(pmt.sample_ais, pmt.sample_simulated_tempering)."
             )
     checks.add(
         "missed_mode_mass",

@@ -209,9 +209,10 @@ def warn_convergence(result: DataTree, model, method: str) -> None:
 
     PyMC's own checks (:func:`pymc.stats.convergence.run_convergence_checks`: rank-normalised
     R-hat above 1.01, bulk or tail ESS below 100 per chain, from arviz-stats), raised as
-    warnings naming the method and the worst value (largest R-hat, smallest ESS). Chains that each stay in the mode they
-    started in, as TACT-HMC's do on barriers beyond what its temperature flattens, show here
-    and nowhere else.
+    warnings naming the method and the worst value (largest R-hat, smallest ESS). Chains that
+    each stay in the mode they started in, as TACT-HMC's do on barriers beyond what its
+    temperature flattens, show here; chains that all miss the same mode do not
+    (:func:`warn_missed_modes`).
     """
     for problem in run_convergence_checks(result, model):
         if problem.kind != WarningType.CONVERGENCE or problem.extra is None:

@@ -210,6 +210,14 @@ def weighted_mean(values, log_weight) -> tuple[np.ndarray, np.ndarray]:
     return mean.reshape(extra), se.reshape(extra)
 
 
+def unseen_share(hits) -> float:
+    """Good-Turing estimate of the chance that one more run of a search ends somewhere no run
+    has ended yet: the share of runs whose end no other run reached (``hits`` counts the runs
+    per distinct end)."""
+    hits = np.asarray(hits)
+    return float(np.sum(hits == 1) / hits.sum())
+
+
 def kish_ess(log_weight) -> float:
     """Kish's effective sample size of importance weights, ``(sum w)^2 / sum w^2``.
 

@@ -27,6 +27,15 @@ from pytensor.tensor.random.type import RandomGeneratorType
 __all__ = ["Target"]
 
 
+def _random_generators(outputs) -> list:
+    """The shared random generators the graphs ``outputs`` draw from (a ``pm.Minibatch``'s)."""
+    return [
+        v
+        for v in graph_inputs(outputs)
+        if isinstance(v, SharedVariable) and isinstance(v.type, RandomGeneratorType)
+    ]
+
+
 class Target:
     """A PyMC model's joint log density on the flat unconstrained space.
 
@@ -171,11 +180,7 @@ class Target:
         outputs = build(x, self.unravel_graph(x))
         xs = pt.matrix("xs", dtype="float64")
         outputs = vectorize_graph(list(outputs), replace={x: xs})
-        rngs = [
-            v
-            for v in graph_inputs(outputs)
-            if isinstance(v, SharedVariable) and isinstance(v.type, RandomGeneratorType)
-        ]
+        rngs = _random_generators(outputs)
         if rngs:
             seeds = np.random.SeedSequence(random_seed).spawn(len(rngs))
             replace = {
@@ -246,12 +251,7 @@ class Target:
         ValueError
             Naming the minibatched observed variables and the methods that take them.
         """
-        rngs = [
-            v
-            for v in graph_inputs([self.model.logp()])
-            if isinstance(v, SharedVariable) and isinstance(v.type, RandomGeneratorType)
-        ]
-        if rngs:  # a pm.Minibatch: a random slice of the data at every evaluation
+        if _random_generators([self.model.logp()]):  # a pm.Minibatch: a random slice of the data at every evaluation
             names = ", ".join(rv.name for rv in self.minibatched_observed)
             raise ValueError(
                 f"{method} needs the model's exact log density, but its observed data"

@@ -316,8 +316,8 @@ def sample_tact(
         the curvature only, so that chains started far from the posterior reach it); ``eta``
         is ``AUTO_STEP_SIZE`` (0.01) in those units, ``jitter`` is in those units, and a
         blow-up during the warm-up repeats the iteration with ``scale`` halved (with a warning,
-        at most 12 times; see ``docs/tact_hmc.md``). ``step_size_tempering="auto"``: 0.001, capped so that the tempering
-        thermostat's excess ``eta_xi sigma_U^2 / 2`` from the minibatch energy noise
+        at most 12 times; see ``docs/tact_hmc.md``). ``step_size_tempering="auto"``: 0.001,
+        capped so that the tempering thermostat's excess ``eta_xi sigma_U^2 / 2`` from the minibatch energy noise
         ``sigma_U^2`` (measured at the start and at every window) stays below 0.05. A number
         is used as it is, in the model's units, with no preconditioner and no restart.
     noise, noise_tempering : float
