@@ -15,8 +15,13 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 from pymc.model import modelcontext
-from pymc.pytensorf import reseed_rngs
-from pytensor.tensor.random.type import RandomType
+from pymc.pytensorf import resolve_backend_compile_kwargs
+from pytensor.graph.replace import graph_replace
+from pytensor.graph.traversal import ancestors
+from pytensor.tensor.basic import get_underlying_scalar_constant_value
+from pytensor.tensor.exceptions import NotScalarConstantError
+from pytensor.tensor.random.basic import NormalRV
+from pytensor.tensor.random.op import RandomVariable
 from scipy import linalg, optimize
 from scipy.special import logsumexp
 
@@ -440,7 +445,8 @@ def fit_base(
     model : pymc.Model, optional
         Taken from the context when omitted. It is not modified.
     method : {"advi", "fullrank_advi", "mixture", "laplace", "prior"}
-        - ``"advi"`` (mean-field) and ``"fullrank_advi"`` run :func:`pymc.fit` with Adam
+        - ``"advi"`` (mean-field) and ``"fullrank_advi"`` run PyMC's ADVI (see
+          ``**fit_kwargs``) with Adam
           (step 0.01) until the mean loss of 500 iterations gains less than 0.1 nats on the
           500 before, twice in a row; then with a step of 0.001 until that happens again, or
           ``n`` iterations in all; ``log_zeta`` is the ELBO averaged over the last 10%
@@ -492,12 +498,13 @@ def fit_base(
         much wider than the target that the chains never reached inverse temperature 0 (11
         nats off, flagged), where the fits alone were right.
     **fit_kwargs
-        Passed to :func:`pymc.fit` (for example ``obj_optimizer``). The ADVI runs of
-        ``"mixture"`` share one compiled step function (the same bits as separate
-        :func:`pymc.fit` calls, without their 1-2 s of compilation each) unless these hold
-        more than ``callbacks``, ``obj_n_mc``, ``total_grad_norm_constraint``,
-        ``compile_kwargs`` and ``backend`` (an ``obj_optimizer``, say); each run then calls
-        :func:`pymc.fit`.
+        :func:`pymc.fit` keywords (for example ``obj_optimizer``). The ADVI runs of a base
+        share one step function per method, PyMC's objective and Adam compiled with the
+        Monte Carlo noise as an input (drawn with NumPy: :func:`pymc.fit`'s step draws it
+        from a generator that numba dispatches slowly, 120 to 200 microseconds a step on
+        the radon models against 14), unless these hold more than ``callbacks``,
+        ``obj_n_mc``, ``total_grad_norm_constraint``, ``compile_kwargs`` and ``backend``
+        (an ``obj_optimizer``, say); each run then calls :func:`pymc.fit`.
 
     Returns
     -------
@@ -546,41 +553,32 @@ def _fit_advi(
     steps: _AdviSteps | None = None,
     **fit_kwargs,
 ) -> Base:
-    """One ADVI fit of the target (:func:`pymc.fit`), as a Gaussian :class:`Base` on its flat
-    space.
+    """One ADVI fit of the target (:class:`_AdviSteps`), as a Gaussian :class:`Base` on its
+    flat space.
 
     Parameters
     ----------
     start_sd : ndarray, optional
         Standard deviations (flat) the fit starts at (``start_sigma``).
     steps : _AdviSteps, optional
-        The step functions already compiled for the other fits of the same base: this fit
-        runs with them unless ``fit_kwargs`` rule that out (:meth:`_AdviSteps.can_share`),
-        and :func:`pymc.fit` compiles its own otherwise.
+        The step functions already compiled for the other fits of the same base (a new one
+        when omitted): this fit runs with them unless ``fit_kwargs`` rule that out
+        (:meth:`_AdviSteps.can_share`), and with :func:`pymc.fit` otherwise.
     **fit_kwargs
-        Passed to :func:`pymc.fit`. Without ``obj_optimizer``, Adam at ``ADVI_LEARNING_RATE``
+        :func:`pymc.fit` keywords. Without ``obj_optimizer``, Adam at ``ADVI_LEARNING_RATE``
         with :class:`_ReduceOnPlateau` (unless ``callbacks`` are given).
     """
     if start_sd is not None:
         fit_kwargs["start_sigma"] = target.unravel(start_sd)
-    share = steps is not None and steps.can_share(method, fit_kwargs)
+    if steps is None:
+        steps = _AdviSteps(target.model)
     if "obj_optimizer" not in fit_kwargs:
+        share = steps.can_share(method, fit_kwargs)
         optimizer = steps.optimizer(method) if share else _Adam()
         fit_kwargs["obj_optimizer"] = optimizer
         fit_kwargs.setdefault("callbacks", [_ReduceOnPlateau(optimizer.learning_rate)])
     try:
-        if share:
-            hist, group = steps.run(method, n, random_seed, progressbar, **fit_kwargs)
-        else:
-            approx = pm.fit(
-                n,
-                method=method,
-                model=target.model,
-                random_seed=random_seed,
-                progressbar=progressbar,
-                **fit_kwargs,
-            )
-            hist, group = approx.hist, approx.groups[0]
+        hist, group = steps.run(method, n, random_seed, progressbar, **fit_kwargs)
     except FloatingPointError as err:
         raise ValueError(
             f"The {method} fit diverged to NaN, so it cannot serve as a base. Check the model "
@@ -642,8 +640,8 @@ class _Adam:
 
 
 _INFERENCES = {"advi": pm.ADVI, "fullrank_advi": pm.FullRankADVI}
-# pymc.fit keywords with which the fits of a base can share a step function: the fit's start,
-# and options of the graph or its compilation, which are the same for every fit of a base. Any
+# pymc.fit keywords with which the fits of a base can run with _AdviSteps: the fit's start, and
+# options of the graph or its compilation, which are the same for every fit of a base. Any
 # other (an optimiser or updates of the user's, score=False, ...) may bring state that this
 # cannot put back between fits, and each fit then runs pymc.fit.
 _SHAREABLE_FIT_KWARGS = frozenset(
@@ -660,29 +658,29 @@ _SHAREABLE_FIT_KWARGS = frozenset(
 
 
 class _AdviSteps:
-    """The ADVI fits of one base, sharing one compiled step function per method.
+    """The ADVI fits of one base: PyMC's objective and Adam updates, compiled once per method
+    with the Monte Carlo noise as an input, and run by a loop that draws the noise with NumPy.
 
-    :func:`pymc.fit` builds the objective's graph and compiles its step function on every
-    call (1.2 s on eight schools, 1.6 to 1.9 s on the 92-parameter radon models, where 1000
-    iterations take 0.3 to 0.6 s and a fit stops after 2000 to 10,000). A mixture base runs up
-    to ``N_FITS`` fits of one model, so this compiles once per method (``"advi"``,
-    ``"fullrank_advi"``): the first fit of a method is :func:`pymc.fit`'s own
-    (``pm.ADVI(...).fit(...)``), and a later one runs its step function again
-    (:meth:`pymc.variational.Inference.refine`), after putting back everything that a new
-    ``pymc.fit(random_seed=seed, start=start, start_sigma=start_sigma)`` would set afresh:
+    :func:`pymc.fit` compiles its step function with the noise drawn inside it from a NumPy
+    ``Generator`` held in a shared variable. Numba's dispatcher has no fast path for a
+    ``Generator`` argument (numba/numba#4499): it types every argument in Python on every
+    call, and on the 92-parameter radon models a step took 120 to 200 microseconds where the
+    same step with the noise as an input takes 14 (the model's log density and gradient: 9).
+    The fits stop after 2000 to 10,000 steps and a mixture base runs up to ``N_FITS`` of them,
+    so that overhead was most of the base's time. :func:`pymc.fit` also compiled a new step
+    function for every fit (1.2 s on eight schools, 1.6 to 1.9 s on radon); this compiles once
+    per method (``"advi"``, ``"fullrank_advi"``).
 
-    - the approximation's generator, ``RandomState(seed)`` as a new group makes it;
-    - its parameters (``mu`` and ``rho``, or ``mu`` and ``L_tril``) at the fit's start, made
-      by the group's ``create_shared_params``, which draws the initial point's seed from that
-      generator as a new group does;
-    - the step function's random generator, reseeded (``reseed_rngs``) with the next draw of
-      that generator, as ``ObjectiveFunction.step_function`` seeds it when it compiles;
-    - Adam's step, moment estimates and step count (:meth:`_Adam.reset`);
-    - the loss history, and the iteration count that the callbacks see.
-
-    So a fit gives the same bits as :func:`pymc.fit` with its seed and start. A step function
-    with more than one random generator is not shared (the order in which compilation seeds
-    them is not kept), nor one whose first fit diverged.
+    What is PyMC's: the approximation (:class:`pymc.MeanField`, :class:`pymc.FullRank`), its
+    start (``create_shared_params``, from ``start`` and ``start_sigma`` as in
+    :func:`pymc.fit`), the objective with its gradient (``Inference.objective.updates``, the
+    same graph :func:`pymc.fit` compiles) and Adam (:func:`pymc.adam`, through
+    :class:`_Adam`). What is this loop's: the standard normal noise (``obj_n_mc`` draws per
+    step, the graph's one ``normal`` draw replaced by an input), the loss history, the
+    callbacks (called after every step with ``(approx, losses, i)``, as by :func:`pymc.fit`;
+    ``StopIteration`` ends the fit) and a ``FloatingPointError`` when the loss is NaN. A graph
+    with any other random draw (it has none for a model that :meth:`Target.require_exact`
+    accepts) is fitted by :func:`pymc.fit`.
 
     Parameters
     ----------
@@ -692,13 +690,12 @@ class _AdviSteps:
     def __init__(self, model):
         self.model = model
         self._optimizers: dict[str, _Adam] = {}
-        self._compiled: dict = {}  # method -> (inference, its step function's generator)
+        self._compiled: dict = {}  # method -> (inference, step function, noise shape) or None
 
     @staticmethod
     def can_share(method: str, fit_kwargs) -> bool:
-        """Whether a fit with these :func:`pymc.fit` keywords can run with the shared step
-        function (``start_sigma`` is for mean-field fits only: ``pymc.fit`` refuses it for
-        the others)."""
+        """Whether a fit with these :func:`pymc.fit` keywords can run here (``start_sigma`` is
+        for mean-field fits only: ``pymc.fit`` refuses it for the others)."""
         return set(fit_kwargs) <= _SHAREABLE_FIT_KWARGS and (
             method == "advi" or "start_sigma" not in fit_kwargs
         )
@@ -708,6 +705,51 @@ class _AdviSteps:
         if method not in self._optimizers:
             self._optimizers[method] = _Adam()
         return self._optimizers[method]
+
+    def _compile(
+        self,
+        method,
+        random_seed,
+        obj_optimizer,
+        obj_n_mc=None,
+        total_grad_norm_constraint=None,
+        compile_kwargs=None,
+        backend=None,
+    ):
+        """``method``'s step function, with the noise as its input, or None where the graph
+        has a random draw other than one standard normal."""
+        inference = _INFERENCES[method](model=self.model, random_seed=random_seed)
+        updates = inference.objective.updates(
+            obj_n_mc=obj_n_mc,
+            obj_optimizer=obj_optimizer,
+            total_grad_norm_constraint=total_grad_norm_constraint,
+        )
+        outputs = [updates.loss, *updates.values()]
+        draws = {
+            id(v.owner): v.owner
+            for v in ancestors(outputs)
+            if v.owner is not None and isinstance(v.owner.op, RandomVariable)
+        }
+        if len(draws) != 1:
+            return None
+        (node,) = draws.values()
+        noise = node.outputs[1]
+        try:
+            loc, scale = (get_underlying_scalar_constant_value(v) for v in node.inputs[2:])
+        except (NotScalarConstantError, ValueError):
+            return None
+        if not isinstance(node.op, NormalRV) or loc != 0 or scale != 1 or None in noise.type.shape:
+            return None
+        value = noise.type("noise")
+        loss, *values = graph_replace(outputs, {noise: value}, strict=False)
+        step = pm.compile(
+            [value],
+            loss,
+            updates=dict(zip(updates.keys(), values, strict=True)),
+            **resolve_backend_compile_kwargs(backend, compile_kwargs),
+        )
+        step.trust_input = True
+        return inference, step, noise.type.shape
 
     def run(
         self,
@@ -722,7 +764,9 @@ class _AdviSteps:
         callbacks=None,
         **fit_kwargs,
     ):
-        """One fit, as ``pymc.fit(n, method, model, random_seed, start, start_sigma, ...)``.
+        """One fit, as ``pymc.fit(n, method, model, random_seed, start, start_sigma, ...)``:
+        with the shared step function, or with :func:`pymc.fit` itself where ``fit_kwargs``
+        (:meth:`can_share`) or the graph rule that out.
 
         Returns
         -------
@@ -731,35 +775,58 @@ class _AdviSteps:
         group : pymc.variational.opvi.Group
             The approximation, at the end of the fit.
         """
-        obj_optimizer.reset()
+        if isinstance(obj_optimizer, _Adam):
+            obj_optimizer.reset()
         params = {"start": start}
         if start_sigma is not None:
             params["start_sigma"] = start_sigma
-        if method not in self._compiled:
-            inference = _INFERENCES[method](model=self.model, random_seed=random_seed, **params)
-            inference.fit(
+        compiled = None
+        if self.can_share(method, {**params, **fit_kwargs}):
+            if method not in self._compiled:
+                self._compiled[method] = self._compile(
+                    method, random_seed, obj_optimizer, **fit_kwargs
+                )
+            compiled = self._compiled[method]
+        if compiled is None:
+            approx = pm.fit(
                 n,
-                callbacks=callbacks,
+                method=method,
+                model=self.model,
+                random_seed=random_seed,
                 progressbar=progressbar,
                 obj_optimizer=obj_optimizer,
+                callbacks=callbacks,
+                **params,
                 **fit_kwargs,
             )
-            step = inference.state.step
-            rngs = [v for v in step.get_shared() if isinstance(v.type, RandomType)]
-            if len(rngs) == 1:
-                self._compiled[method] = inference, rngs
-            return inference.hist, inference.approx.groups[0]
-        inference, rngs = self._compiled[method]
+            return approx.hist, approx.groups[0]
+        from pymc_tempering.driver import progress_bar
+
+        inference, step, shape = compiled
         group = inference.approx.groups[0]
         group.rng = np.random.RandomState(random_seed)
         start_params = group.create_shared_params(**params)
         for name, param in group.shared_params.items():
             param.set_value(start_params[name].get_value())
-        reseed_rngs(rngs, group.rng.randint(2**30, dtype=np.int64))
-        inference.hist = np.asarray(())
-        inference.state = inference.state._replace(i=0, callbacks=callbacks or [])
-        inference.refine(n, progressbar=progressbar)
-        return inference.hist, group
+        rng = np.random.default_rng(group.rng.randint(2**30, dtype=np.int64))
+        callbacks = callbacks or []
+        losses = np.empty(n)
+        i = 0
+        with progress_bar(n, f"{method} fit", progressbar) as advance:
+            try:
+                while i < n:
+                    block = rng.standard_normal((min(ADVI_WINDOW, n - i), *shape))
+                    for noise in block:
+                        losses[i] = loss = step(noise)
+                        i += 1
+                        if loss != loss:
+                            raise FloatingPointError(f"NaN occurred in the {method} fit.")
+                        for callback in callbacks:
+                            callback(inference.approx, losses[:i], i)
+                    advance(len(block))
+            except StopIteration:
+                pass
+        return losses[:i], group
 
 
 ADVI_WINDOW = 500  # iterations whose mean loss _plateau compares with the windows before

@@ -238,41 +238,49 @@ def test_full_rank_logp_graph_and_gradient_both_forms(monkeypatch, max_dim):
         np.testing.assert_allclose(np.r_[grad_s, grad_v], -precision @ (x - mean), rtol=1e-9, atol=1e-12)
 
 
-def _same_base(a, b):
-    same = np.array_equal(a.mean, b.mean) and np.array_equal(a.cov, b.cov)
-    return same and a.log_zeta == b.log_zeta
-
-
-def test_advi_fits_sharing_a_step_function_give_pymc_fits_bits(normal_model, monkeypatch):
-    """The ADVI runs of one base compile one step function (_AdviSteps) and give the same bits
-    as pymc.fit with each run's seed, start and start widths, also after a run that diverged."""
+def test_advi_fits_of_one_base_compile_once_and_reach_the_closed_form(monkeypatch):
+    """The ADVI fits of one base compile one step function per method (_AdviSteps), with the
+    noise as an input and no random generator, and reach the closed-form optimum of a Gaussian
+    target as pymc.fit does: mean-field ADVI's optimum is the mean and 1 / sqrt(diag(S^-1)),
+    full-rank ADVI's the mean and S. pymc.fit with the same optimiser and stop comes within
+    0.11 standard deviations of them over 12 seeds (Adam's last iterate jitters), these fits
+    within 0.08; the bound is 0.2. After a fit that diverged to NaN the next fit starts
+    afresh."""
     import pymc as pm
+    from pytensor.compile.sharedvalue import SharedVariable
+    from pytensor.tensor.random.type import RandomType
 
-    from pymc_tempering.base import _AdviSteps, _fit_advi
+    from pymc_tempering.base import ADVI_ITERATIONS, _AdviSteps, _fit_advi
 
     compiled = []
-    step_function = pm.variational.opvi.ObjectiveFunction.step_function
+    compile_step = _AdviSteps._compile
 
-    def counting(self, *args, **kwargs):
-        compiled.append(self)
-        return step_function(self, *args, **kwargs)
+    def counting(self, method, *args, **kwargs):
+        compiled.append(method)
+        return compile_step(self, method, *args, **kwargs)
 
-    monkeypatch.setattr(pm.variational.opvi.ObjectiveFunction, "step_function", counting)
-    model, _ = normal_model
+    monkeypatch.setattr(_AdviSteps, "_compile", counting)
+    cov = np.array([[2.0, 0.8, 0.3], [0.8, 1.0, -0.2], [0.3, -0.2, 0.5]])
+    mean = np.array([1.0, -2.0, 0.5])
+    with pm.Model() as model:
+        pm.MvNormal("x", mean, cov)
     target = pmt.Target(model)
     steps = _AdviSteps(model)
-    runs = [
-        ("advi", seed(1), {"mu": 1.0, "s": 0.5}, [0.3, 0.2]),
-        ("advi", seed(2), {"mu": -1.0, "s": 2.0}, None),
-        ("fullrank_advi", seed(3), {"mu": 0.5, "s": 1.0}, None),
-        ("advi", seed(4), None, [1.0, 1.0]),
-        ("fullrank_advi", seed(5), None, None),
-    ]
-    for method, s, start, sd in runs:
-        shared = _fit_advi(target, method, 1500, s, False, start_sd=sd, steps=steps, start=start)
-        alone = _fit_advi(target, method, 1500, s, False, start_sd=sd, start=start)
-        assert _same_base(shared, alone)
-    assert len(compiled) == 2 + len(runs)  # one per method shared, one per run alone
+    optimum_sd = {
+        "advi": 1 / np.sqrt(np.diag(np.linalg.inv(cov))),
+        "fullrank_advi": np.sqrt(np.diag(cov)),
+    }
+    for k in range(3):
+        for method, sd in optimum_sd.items():
+            start = {"x": mean + (k - 1.0)}
+            fit = _fit_advi(target, method, ADVI_ITERATIONS, seed(k), False, steps=steps, start=start)
+            assert np.max(np.abs(fit.mean - mean) / sd) < 0.2
+            assert np.max(np.abs(np.sqrt(np.diag(fit.cov)) / sd - 1)) < 0.2
+    assert compiled == ["advi", "fullrank_advi"]
+    for method in optimum_sd:
+        step = steps._compiled[method][1]
+        shared = [v for v in step.maker.fgraph.inputs if isinstance(v, SharedVariable)]
+        assert shared and not any(isinstance(v.type, RandomType) for v in shared)
 
     with pm.Model() as nan_far_left:
         x = pm.Normal("x", 0, 1)
@@ -285,8 +293,8 @@ def test_advi_fits_sharing_a_step_function_give_pymc_fits_bits(normal_model, mon
             with pytest.raises(ValueError, match="diverged to NaN"):
                 _fit_advi(target, "advi", 1500, s, False, steps=steps, **kwargs)
             continue
-        shared = _fit_advi(target, "advi", 1500, s, False, steps=steps, **kwargs)
-        assert _same_base(shared, _fit_advi(target, "advi", 1500, s, False, **kwargs))
+        fit = _fit_advi(target, "advi", ADVI_ITERATIONS, s, False, steps=steps, **kwargs)
+        assert abs(fit.mean[0]) < 0.2 and abs(fit.std[0] - 1) < 0.2
 
 
 def test_advi_fits_share_no_step_function_with_an_optimiser_of_the_users():
