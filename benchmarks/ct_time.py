@@ -7,7 +7,7 @@ defaults with its phases timed by wrapping the functions that do them, then
 
 - ``mode search``: the L-BFGS runs of :func:`pymc_tempering.find_modes` (with the compilation
   of the model's log density and of its prior draws);
-- ``ADVI``: the ``pm.fit`` runs of the mixture base (compilation included);
+- ``ADVI``: the ADVI fits of the mixture base (compilation included);
 - ``log_zeta``: the importance-sampling estimates of log zeta;
 - ``NUTS compile``: ``nutpie.compile_pymc_model``, once per run (bootstrap round, final run,
   extensions);
