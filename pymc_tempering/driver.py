@@ -34,7 +34,7 @@ from pymc_tempering.base import find_modes
 from pymc_tempering.diagnostics import MISSED_MASS_LIMIT, missed_optima
 from pymc_tempering.results import build_result
 from pymc_tempering.sampling import seed_attrs, split_seed, warn, warn_problems
-from pymc_tempering.target import Target
+from pymc_tempering.target import Target, full_data_energies
 
 __all__ = [
     "Trace",
@@ -230,30 +230,53 @@ def warn_convergence(result: DataTree, model, method: str) -> None:
 
 
 MODE_CHECK_MAX_DIM = 100  # parameters above which warn_missed_modes skips its mode search
+MODE_CHECK_MAX_DATA = 500_000  # pm.Minibatch data above which it skips it too
+
+
+class _FullData:
+    """A minibatched model's :class:`Target` as the mode search sees it: the log density and
+    gradient are the exact full-data ones (:func:`~pymc_tempering.target.full_data_energies`),
+    everything else is the target's."""
+
+    def __init__(self, target: Target, energy):
+        self._target, self._energy = target, energy
+
+    def __getattr__(self, name):
+        return getattr(self._target, name)
+
+    def logp_and_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        energy, gradient = self._energy(np.asarray(x, dtype=float)[None])
+        return -float(energy[0]), -gradient[0]
 
 
 def warn_missed_modes(result: DataTree, target: Target, x: np.ndarray, method: str, seed) -> None:
     """Warn when the draws never came near optima of the library's mode search.
 
-    :func:`~pymc_tempering.find_modes` (L-BFGS from 32 prior draws) on a model whose log density
-    is exact (no ``pm.Minibatch``, a proper prior); the draws ``x (chain, draw, ndim)`` are
-    matched to their nearest optimum in units of the optima's Laplace standard deviations
-    (:func:`~pymc_tempering.diagnostics.missed_optima`). Chains that all miss the same mode
-    agree with each other, so R-hat does not see it: on a mixture of three normals with
-    weights 0.2, 0.3 and 0.5, TACT-HMC at its defaults never visited the 0.5 mode (450 nats of
-    barrier; R-hat 1.04). The Laplace share of the missed optima is ``attrs["missed_mode_mass"]``.
-    Models with more than ``MODE_CHECK_MAX_DIM`` parameters are not searched (each optimum's
-    Hessian costs ``2 ndim`` gradients; the search takes 1.5 to 2.7 s on the 92-parameter radon
-    models).
+    :func:`~pymc_tempering.find_modes` (L-BFGS from 32 prior draws) on the model's exact log
+    density (for a ``pm.Minibatch`` model, the full data's, one pass over them per evaluation:
+    :func:`~pymc_tempering.target.full_data_energies`), when the prior is proper; the draws
+    ``x (chain, draw, ndim)`` are matched to their nearest optimum in units of the optima's
+    Laplace standard deviations (:func:`~pymc_tempering.diagnostics.missed_optima`). Chains
+    that all miss the same mode agree with each other, so R-hat does not see it: on a mixture
+    of three normals with weights 0.2, 0.3 and 0.5, TACT-HMC at its defaults never visited the
+    0.5 mode (450 nats of barrier; R-hat 1.04), and on issue 16's sign-flip posterior (20,000
+    data in minibatches of 200) its four chains at seed 2 all stayed in one of the two modes.
+    The Laplace share of the missed optima is ``attrs["missed_mode_mass"]``. Models with more
+    than ``MODE_CHECK_MAX_DIM`` parameters are not searched (each optimum's Hessian costs
+    ``2 ndim`` gradients; the search takes 1.5 to 2.7 s on the 92-parameter radon models), nor
+    minibatched models with more than ``MODE_CHECK_MAX_DATA`` data, or whose full-data density
+    cannot be formed (several ``pm.Minibatch`` calls).
     """
-    if (
-        target.minibatched_observed
-        or target.improper_variables
-        or target.ndim > MODE_CHECK_MAX_DIM
-    ):
+    if target.improper_variables or target.ndim > MODE_CHECK_MAX_DIM:
         return
+    search = target
+    if target.minibatched_observed:
+        full = full_data_energies(target, gradient=True)
+        if full is None or full[1] > MODE_CHECK_MAX_DATA:
+            return
+        search = _FullData(target, full[0])
     try:
-        modes = find_modes(target, random_seed=split_seed(seed, 2)[1])
+        modes = find_modes(search, random_seed=split_seed(seed, 2)[1])
     except (ValueError, FloatingPointError):  # a prior that cannot be drawn from
         return
     if modes is None or len(modes) < 2:
@@ -262,12 +285,19 @@ def warn_missed_modes(result: DataTree, target: Target, x: np.ndarray, method: s
     missed, mass = missed_optima(modes.points, modes.log_mass, x.reshape(-1, target.ndim), scale)
     result.attrs["missed_mode_mass"] = mass
     if mass >= MISSED_MASS_LIMIT:
+        remedy = (
+            "use pmt.sample_ct, whose base covers the modes found"
+            if search is target
+            else "use pmt.sample_replica_exchange, whose ladder reaches T = N"
+            if method != "replica_exchange"
+            else "raise tune"
+        )
         warn(
             f"{method}: the draws never came near {int(missed.sum())} of the {len(modes)} local "
             "maxima that a mode search found (L-BFGS from prior draws), which hold about "
             f"{mass:.0%} of their Laplace mass: the chains probably missed a mode, and agree "
             "with each other, so R-hat does not show it. Raise max_temperature, start chains "
-            "there (initial_points), or use pmt.sample_ct, whose base covers the modes found."
+            f"there (initial_points), or {remedy}."
         )
 
 

@@ -16,7 +16,6 @@ from scipy.special import expit
 from scipy.stats import halfnorm, norm
 
 from pymc_tempering.dynamics.replica_exchange import (
-    full_data_energies,
     minibatch_exchange_energies,
     sample_replica_exchange,
 )
@@ -29,7 +28,7 @@ from pymc_tempering.kernels.exchange import (
     exchange_log_ratio,
     temperature_ladder,
 )
-from pymc_tempering.target import Target
+from pymc_tempering.target import Target, full_data_energies
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,7 +22,6 @@ from typing import NamedTuple
 
 import numpy as np
 import pymc as pm
-import pytensor
 import pytensor.tensor as pt
 import xarray as xr
 from pymc.model import modelcontext
@@ -38,17 +37,9 @@ from pymc_tempering.sampling import (
     split_seed,
     warn,
 )
-from pymc_tempering.target import Target
+from pymc_tempering.target import Target, _per_datum_terms, full_data_energies
 
 __all__ = ["minibatch_exchange_energies", "sample_replica_exchange"]
-
-
-def _per_datum_terms(target: Target, observed, values=None) -> list:
-    """The per-datum log densities of the minibatched ``observed`` variables (PyMC scales them
-    by ``total_size / m``), at symbolic named ``values`` (the model's value variables when
-    None)."""
-    terms = target.model.logp(vars=observed, sum=False, jacobian=True)
-    return terms if values is None else target.replace_values(terms, values)
 
 
 def minibatch_exchange_energies(
@@ -78,84 +69,6 @@ def minibatch_exchange_energies(
         return -logp, terms.reshape(theta.shape[0], -1)
 
     return energies
-
-
-#: Positions per call of :func:`full_data_energies`' function times the data size: at most
-#: this many per-datum terms are evaluated at once.
-FULL_DATA_TERMS_PER_CALL = 2**24
-
-
-def full_data_energies(target: Target) -> tuple[Callable[[np.ndarray], np.ndarray], int, int] | None:
-    """The exact energy of a minibatched model, from one pass over its data, compiled once.
-
-    The model's minibatch estimate of ``U = -log p`` is unbiased for the energy in which every
-    datum of the ``pm.Minibatch`` data set (length ``L``) counts ``total_size / L`` times; this
-    computes that energy: the data set is cut into ``ceil(L / m)`` batches of the minibatch's
-    size ``m`` (the last padded with zero weights), the minibatched observed variables' per-datum
-    log densities (PyMC scales them by ``total_size / m``) are evaluated on all of them in one
-    vectorised call and summed times ``m / L``, and the rest of the density (the prior, observed
-    variables without ``pm.Minibatch``) is added once. With ``total_size = L`` it is the
-    full-data energy itself.
-
-    Returns
-    -------
-    (energy, L, m) or None
-        ``energy`` maps positions ``(n, D)`` to ``U (n,)``. None when the model's minibatched
-        observed variables do not all come from one ``pm.Minibatch`` call whose batches run
-        along the variables' first axis (the energies are then only averaged over minibatches).
-    """
-    from pymc.data import MinibatchOp
-    from pytensor.graph.replace import graph_replace, vectorize_graph
-    from pytensor.graph.traversal import ancestors
-
-    observed = target.minibatched_observed
-    if not observed:
-        return None
-    terms = _per_datum_terms(target, observed)
-    nodes = [
-        v.owner for v in ancestors(terms)
-        if v.owner is not None and isinstance(v.owner.op, MinibatchOp)
-    ]
-    rngs = {node.inputs[-1] for node in nodes}
-    m = nodes[0].outputs[0].type.shape[0] if nodes else None
-    if len(rngs) != 1 or m is None or any(t.type.shape[:1] != (m,) for t in terms):
-        return None
-    length = int(nodes[0].inputs[0].shape[0].eval())
-    n_batches = -(-length // m)
-    flat = np.arange(n_batches * m)
-    batches = pytensor.shared((flat % length).reshape(n_batches, m), name="full_data_batches")
-    weights = pytensor.shared((flat < length).astype(float).reshape(n_batches, m),
-                              name="full_data_weights")
-
-    def build(x, values):
-        logp = target.logp_graph(values)
-        parts = _per_datum_terms(target, observed, values)
-        found = {
-            v.owner for v in ancestors([logp, *parts])
-            if v.owner is not None and isinstance(v.owner.op, MinibatchOp)
-        }
-        index, weight = pt.lvector("index"), pt.vector("weight", dtype="float64")
-        batch = {o: d[index] for node in found for o, d in zip(node.outputs[:-1], node.inputs[:-1])}
-        logp, *parts = graph_replace([logp, *parts], replace=batch, strict=False)
-        rest = logp - sum(pt.sum(t) for t in parts)
-        likelihood = sum(
-            pt.sum(weight.reshape((m,) + (1,) * (t.ndim - 1)) * t) for t in parts
-        )
-        rest, likelihood = vectorize_graph(
-            [rest, likelihood], replace={index: batches, weight: weights}
-        )
-        return [-(rest[0] + likelihood.sum() * (m / length))]
-
-    fn = target.compile_batched(build)
-    rows = max(1, FULL_DATA_TERMS_PER_CALL // (n_batches * m))
-
-    def energy(theta: np.ndarray) -> np.ndarray:
-        theta = np.asarray(theta, dtype=float)
-        return np.concatenate(
-            [fn(theta[i : i + rows])[0] for i in range(0, theta.shape[0], rows)]
-        )
-
-    return energy, length, int(m)
 
 
 def data_size(target: Target) -> int:
