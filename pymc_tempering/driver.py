@@ -271,8 +271,8 @@ def warn_missed_modes(result: DataTree, target: Target, x: np.ndarray, method: s
         return
     search = target
     if target.minibatched_observed:
-        full = full_data_energies(target, gradient=True)
-        if full is None or full[1] > MODE_CHECK_MAX_DATA:
+        full = full_data_energies(target, gradient=True, max_length=MODE_CHECK_MAX_DATA)
+        if full is None:
             return
         search = _FullData(target, full[0])
     try:

@@ -376,7 +376,9 @@ def _per_datum_terms(target: Target, observed, values=None) -> list:
 FULL_DATA_TERMS_PER_CALL = 2**24
 
 
-def full_data_energies(target: Target, gradient: bool = False) -> tuple[Callable, int, int] | None:
+def full_data_energies(
+    target: Target, gradient: bool = False, max_length: int | None = None
+) -> tuple[Callable, int, int] | None:
     """The exact energy of a minibatched model, from one pass over its data, compiled once.
 
     The model's minibatch estimate of ``U = -log p`` is unbiased for the energy in which every
@@ -393,6 +395,8 @@ def full_data_energies(target: Target, gradient: bool = False) -> tuple[Callable
     target : Target
     gradient : bool
         Also the gradient of ``U``.
+    max_length : int, optional
+        None, without compiling anything, when ``L`` is larger.
 
     Returns
     -------
@@ -415,6 +419,8 @@ def full_data_energies(target: Target, gradient: bool = False) -> tuple[Callable
     if len(rngs) != 1 or m is None or any(t.type.shape[:1] != (m,) for t in terms):
         return None
     length = int(nodes[0].inputs[0].shape[0].eval())
+    if max_length is not None and length > max_length:
+        return None
     n_batches = -(-length // m)
     flat = np.arange(n_batches * m)
     batches = pytensor.shared((flat % length).reshape(n_batches, m), name="full_data_batches")

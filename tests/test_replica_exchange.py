@@ -202,6 +202,17 @@ def test_full_data_energies_are_the_full_data_energy():
                 + norm.logpdf([0.3, 0.1], v["theta"], 1).sum())
         want.append(-float(logp))
     np.testing.assert_allclose(energy(points), want, rtol=1e-10)
+    # with its gradient (what the missed-mode check's search uses), against central differences
+    both, _, _ = full_data_energies(target, gradient=True)
+    u, grad = both(points)
+    np.testing.assert_allclose(u, want, rtol=1e-10)
+    h = 1e-5
+    steps = h * np.eye(target.ndim)
+    numeric = np.stack(
+        [(energy(points + e) - energy(points - e)) / (2 * h) for e in steps], axis=1
+    )
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-3)
+    assert full_data_energies(target, max_length=n - 1) is None
 
 
 def test_full_data_energies_need_one_minibatch_call():
