@@ -805,9 +805,21 @@ class _AdviSteps:
         inference, step, shape = compiled
         group = inference.approx.groups[0]
         group.rng = np.random.RandomState(random_seed)
-        start_params = group.create_shared_params(**params)
+        start_params = group.create_shared_params(start=start)
+        values = {name: p.get_value() for name, p in start_params.items()}
+        if start_sigma is not None:
+            # rho with softplus(rho) = sigma, as PyMC's log(expm1(sigma)), which overflows to
+            # inf above sigma = 709 (the Laplace widths of eight schools in units of 1e3 reach
+            # that, and those fits diverged to NaN); there, the same log(-expm1(-sigma)) + sigma.
+            for name, index, *_ in group.ordering.values():
+                if start_sigma.get(name) is not None:
+                    sigma = np.abs(np.asarray(start_sigma[name], dtype=float)).ravel()
+                    with np.errstate(over="ignore"):
+                        values["rho"][index] = np.where(
+                            sigma > 700, np.log(-np.expm1(-sigma)) + sigma, np.log(np.expm1(sigma))
+                        )
         for name, param in group.shared_params.items():
-            param.set_value(start_params[name].get_value())
+            param.set_value(values[name])
         rng = np.random.default_rng(group.rng.randint(2**30, dtype=np.int64))
         callbacks = callbacks or []
         losses = np.empty(n)

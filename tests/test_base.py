@@ -308,3 +308,20 @@ def test_advi_fits_share_no_step_function_with_an_optimiser_of_the_users():
     assert not _AdviSteps.can_share("advi", {"more_updates": {}})
     assert not _AdviSteps.can_share("advi", {"score": False})
     assert not _AdviSteps.can_share("fullrank_advi", {"start_sigma": {}})
+
+
+def test_advi_fits_start_at_widths_above_the_overflow_of_pymcs_softplus_inverse():
+    """A mean-field fit started at a width of 2000 (PyMC's log(expm1(sigma)) is inf above 709):
+    the fit of N(5000, 2000^2) stays finite and near it, where it diverged to NaN."""
+    import pymc as pm
+
+    from pymc_tempering.base import _fit_advi
+
+    with pm.Model() as model:
+        pm.Normal("x", 5000.0, 2000.0)
+    target = pmt.Target(model)
+    fit = _fit_advi(
+        target, "advi", 3000, seed(3), False, start_sd=np.array([2000.0]), start={"x": 5000.0}
+    )
+    assert np.isfinite(fit.log_zeta)
+    assert abs(fit.mean[0] - 5000.0) < 200 and abs(fit.std[0] / 2000.0 - 1) < 0.1
