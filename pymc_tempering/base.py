@@ -672,8 +672,8 @@ class _AdviSteps:
     per method (``"advi"``, ``"fullrank_advi"``).
 
     What is PyMC's: the approximation (:class:`pymc.MeanField`, :class:`pymc.FullRank`), its
-    start (``create_shared_params``, from ``start`` and ``start_sigma`` as in
-    :func:`pymc.fit`), the objective with its gradient (``Inference.objective.updates``, the
+    start (``create_shared_params``, from ``start``; ``start_sigma`` set as :func:`pymc.fit`
+    sets it, but without its overflow above 709), the objective with its gradient (``Inference.objective.updates``, the
     same graph :func:`pymc.fit` compiles) and Adam (:func:`pymc.adam`, through
     :class:`_Adam`). What is this loop's: the standard normal noise (``obj_n_mc`` draws per
     step, the graph's one ``normal`` draw replaced by an input), the loss history, the
@@ -690,7 +690,8 @@ class _AdviSteps:
     def __init__(self, model):
         self.model = model
         self._optimizers: dict[str, _Adam] = {}
-        self._compiled: dict = {}  # method -> (inference, step function, noise shape) or None
+        # method -> (inference, step function, (noise shape, noise dtype)), or None
+        self._compiled: dict = {}
 
     @staticmethod
     def can_share(method: str, fit_kwargs) -> bool:
@@ -749,7 +750,7 @@ class _AdviSteps:
             **resolve_backend_compile_kwargs(backend, compile_kwargs),
         )
         step.trust_input = True
-        return inference, step, noise.type.shape
+        return inference, step, (noise.type.shape, noise.type.dtype)
 
     def run(
         self,
@@ -802,7 +803,7 @@ class _AdviSteps:
             return approx.hist, approx.groups[0]
         from pymc_tempering.driver import progress_bar
 
-        inference, step, shape = compiled
+        inference, step, (shape, dtype) = compiled
         group = inference.approx.groups[0]
         group.rng = np.random.RandomState(random_seed)
         start_params = group.create_shared_params(start=start)
@@ -827,7 +828,7 @@ class _AdviSteps:
         with progress_bar(n, f"{method} fit", progressbar) as advance:
             try:
                 while i < n:
-                    block = rng.standard_normal((min(ADVI_WINDOW, n - i), *shape))
+                    block = rng.standard_normal((min(ADVI_WINDOW, n - i), *shape)).astype(dtype)
                     for noise in block:
                         losses[i] = loss = step(noise)
                         i += 1
