@@ -38,9 +38,11 @@ def _random_generators(outputs) -> list:
 
 
 def _minibatches(outputs) -> list:
-    """The ``pm.Minibatch`` draws of the graphs ``outputs`` whose batch size and data length
-    are fixed: ``(node, batch size, data length)`` per ``MinibatchOp`` node (its inputs are the
-    data and the random generator; its outputs the minibatches and the next generator)."""
+    """The ``pm.Minibatch`` draws of the graphs ``outputs`` with a fixed batch size:
+    ``(node, batch size, data length)`` per ``MinibatchOp`` node (its inputs are the data and
+    the random generator; its outputs the minibatches and the next generator). The length is
+    the data's shared variable where they are one (``pm.Data``, which ``pm.set_data`` may
+    resize between calls), a number otherwise."""
     found = []
     for node in {id(v.owner): v.owner for v in ancestors(outputs) if v.owner}.values():
         if not isinstance(node.op, MinibatchOp):
@@ -49,8 +51,15 @@ def _minibatches(outputs) -> list:
         size = node.outputs[0].type.shape[0]
         if len(draw) != 1 or size is None:
             continue
-        found.append((node, int(size), int(node.inputs[0].shape[0].eval())))
+        data = node.inputs[0]
+        length = data if isinstance(data, SharedVariable) else int(data.shape[0].eval())
+        found.append((node, int(size), length))
     return found
+
+
+def _length(data) -> int:
+    """A data length from :func:`_minibatches`: the number, or the shared data's current one."""
+    return data if isinstance(data, int) else len(data.get_value(borrow=True))
 
 
 class Target:
@@ -230,7 +239,9 @@ class Target:
         fn = pm.compile(inputs, outputs, random_seed=False)
 
         def call(points: np.ndarray) -> list[np.ndarray]:
-            index = [rng.integers(0, upper, size=size) for rng, upper, size in draws]
+            index = [
+                rng.integers(0, _length(upper), size=size) for rng, upper, size in draws
+            ]
             points = np.ascontiguousarray(points, dtype=float)
             return [np.asarray(o, dtype=float) for o in fn(points, *index)]
 

@@ -72,3 +72,21 @@ def test_callback_runs_before_every_step_and_its_data_is_used():
     data = 0.1 * t
     exact = 0.5 * mu_draws[:-1] ** 2 + 0.5 * (data - mu_draws[:-1]) ** 2 + np.log(2 * np.pi)
     np.testing.assert_allclose(energy[1:], exact, rtol=1e-10)
+
+
+def test_minibatches_follow_data_resized_with_set_data():
+    """The minibatch indices are drawn outside the graph (``Target.compile_batched``); for a
+    ``pm.Data`` that ``pm.set_data`` shrinks from 50 values to 5, every later batch comes from
+    the 5 new values (all equal here), not from indices into the old length."""
+    rng = np.random.default_rng(0)
+    with pm.Model() as model:
+        data = pm.Data("d", rng.normal(size=50))
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("y", mu, 1.0, observed=pm.Minibatch(data, batch_size=10), total_size=50)
+    logp_and_grad = Target(model).batched_logp_and_grad(random_seed=1)
+    logp_and_grad(np.zeros((2, 1)))
+    pm.set_data({"d": np.full(5, 100.0)}, model=model)
+    values = [logp_and_grad(np.zeros((1, 1)))[0][0] for _ in range(20)]
+    # -log N(100 | 0, 1) per datum, 50 data counted, and the prior at 0
+    exact = 50 * (-0.5 * 100.0**2 - 0.5 * np.log(2 * np.pi)) - 0.5 * np.log(2 * np.pi)
+    np.testing.assert_allclose(values, exact, rtol=1e-12)
