@@ -24,6 +24,7 @@ from pytensor.graph.rewriting.basic import in2out
 from pytensor.graph.rewriting.utils import rewrite_graph
 from pytensor.graph.traversal import ancestors, graph_inputs
 from pytensor.tensor.random.type import RandomGeneratorType
+from pytensor.tensor.variable import TensorConstant
 
 __all__ = ["Target"]
 
@@ -38,23 +39,33 @@ def _random_generators(outputs) -> list:
 
 
 def _minibatches(outputs) -> list:
-    """The ``pm.Minibatch`` draws of the graphs ``outputs`` with a fixed batch size:
-    ``(node, batch size, data length)`` per ``MinibatchOp`` node (its inputs are the data and
-    the random generator; its outputs the minibatches and the next generator). The length is
-    the data's shared variable where they are one (``pm.Data``, which ``pm.set_data`` may
-    resize between calls), a number otherwise."""
+    """The ``pm.Minibatch`` draws of the graphs ``outputs``: ``(node, batch size, data
+    length)`` per ``MinibatchOp`` node (its inputs are the data and the random generator; its
+    outputs the minibatches and the next generator). The batch size is None where it is not
+    fixed (or the node draws its indices otherwise than ``pm.Minibatch``); the length is the
+    data's shared variable where they are one (``pm.Data``, which ``pm.set_data`` may resize
+    between calls), a number otherwise."""
     found = []
     for node in {id(v.owner): v.owner for v in ancestors(outputs) if v.owner}.values():
         if not isinstance(node.op, MinibatchOp):
             continue
         draw = [n for n in node.op.fgraph.apply_nodes if isinstance(n.op, MinibatchIndexRV)]
         size = node.outputs[0].type.shape[0]
-        if len(draw) != 1 or size is None:
-            continue
         data = node.inputs[0]
-        length = data if isinstance(data, SharedVariable) else int(data.shape[0].eval())
-        found.append((node, int(size), length))
+        if isinstance(data, SharedVariable):
+            length = data
+        elif isinstance(data, TensorConstant):
+            length = int(data.data.shape[0])
+        else:
+            length = int(data.shape[0].eval())
+        found.append((node, None if len(draw) != 1 or size is None else int(size), length))
     return found
+
+
+def _indexed(node, index) -> dict:
+    """The minibatches of a ``MinibatchOp`` node as its data at ``index``: a replacement for
+    :func:`~pytensor.graph.replace.graph_replace`."""
+    return {out: data[index] for out, data in zip(node.outputs[:-1], node.inputs[:-1], strict=True)}
 
 
 def _length(data) -> int:
@@ -220,13 +231,14 @@ class Target:
             # here with NumPy and passed in.
             replace, indices = {}, {}
             for node, size, upper in _minibatches(outputs):
+                if size is None:
+                    continue
                 rng = node.inputs[-1]
                 if rng not in indices:
                     indices[rng] = pt.vector(f"{rng.name or 'minibatch'}_index", dtype="int64")
                     inputs.append(indices[rng])
                     draws.append((generators[rng], upper, size))
-                for out, data in zip(node.outputs[:-1], node.inputs[:-1], strict=True):
-                    replace[out] = data[indices[rng]]
+                replace.update(_indexed(node, indices[rng]))
             if replace:
                 outputs = graph_replace(outputs, replace=replace, strict=False)
             # Any other draw: from a copy of its generator, seeded like the rest.
@@ -421,15 +433,12 @@ def full_data_energies(
     if not observed:
         return None
     terms = _per_datum_terms(target, observed)
-    nodes = [
-        v.owner for v in ancestors(terms)
-        if v.owner is not None and isinstance(v.owner.op, MinibatchOp)
-    ]
-    rngs = {node.inputs[-1] for node in nodes}
-    m = nodes[0].outputs[0].type.shape[0] if nodes else None
+    found = _minibatches(terms)
+    rngs = {node.inputs[-1] for node, _, _ in found}
+    m = found[0][1] if found else None
     if len(rngs) != 1 or m is None or any(t.type.shape[:1] != (m,) for t in terms):
         return None
-    length = int(nodes[0].inputs[0].shape[0].eval())
+    length = _length(found[0][2])
     if max_length is not None and length > max_length:
         return None
     n_batches = -(-length // m)
@@ -441,12 +450,10 @@ def full_data_energies(
     def build(x, values):
         logp = target.logp_graph(values)
         parts = _per_datum_terms(target, observed, values)
-        found = {
-            v.owner for v in ancestors([logp, *parts])
-            if v.owner is not None and isinstance(v.owner.op, MinibatchOp)
-        }
         index, weight = pt.lvector("index"), pt.vector("weight", dtype="float64")
-        batch = {o: d[index] for node in found for o, d in zip(node.outputs[:-1], node.inputs[:-1])}
+        batch = {}
+        for node, _, _ in _minibatches([logp, *parts]):
+            batch.update(_indexed(node, index))
         logp, *parts = graph_replace([logp, *parts], replace=batch, strict=False)
         rest = logp - sum(pt.sum(t) for t in parts)
         likelihood = sum(
