@@ -673,14 +673,15 @@ class _AdviSteps:
 
     What is PyMC's: the approximation (:class:`pymc.MeanField`, :class:`pymc.FullRank`), its
     start (``create_shared_params``, from ``start``; ``start_sigma`` set as :func:`pymc.fit`
-    sets it, but without its overflow above 709), the objective with its gradient (``Inference.objective.updates``, the
-    same graph :func:`pymc.fit` compiles) and Adam (:func:`pymc.adam`, through
-    :class:`_Adam`). What is this loop's: the standard normal noise (``obj_n_mc`` draws per
-    step, the graph's one ``normal`` draw replaced by an input), the loss history, the
-    callbacks (called after every step with ``(approx, losses, i)``, as by :func:`pymc.fit`;
-    ``StopIteration`` ends the fit) and a ``FloatingPointError`` when the loss is NaN. A graph
-    with any other random draw (it has none for a model that :meth:`Target.require_exact`
-    accepts) is fitted by :func:`pymc.fit`.
+    sets it, but without its overflow above 709), the objective with its gradient
+    (``Inference.objective.updates``, the same graph :func:`pymc.fit` compiles) and Adam
+    (:func:`pymc.adam`, through :class:`_Adam`). What is this loop's: the standard normal
+    noise (``obj_n_mc`` draws per step, the graph's one ``normal`` draw replaced by an
+    input), the loss history, the callbacks (called after every step with
+    ``(approx, losses, i)``, as by :func:`pymc.fit`; ``StopIteration`` ends the fit) and a
+    ``FloatingPointError`` when the loss is NaN. A graph with any other random draw (it has
+    none for a model that :meth:`Target.require_exact` accepts) is fitted by
+    :func:`pymc.fit`.
 
     Parameters
     ----------
