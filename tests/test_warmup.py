@@ -308,16 +308,23 @@ def test_a_mode_no_chain_visits_is_warned_about():
     minibatches the drivers compare the draws with the optima of a mode search. Every chain
     starts at the middle mode of a mixture of three normals (weights 0.2, 0.3, 0.5 at -20, 0,
     30); the barrier to the 0.5 mode, about 450 nats, is far beyond what TACT-HMC's hottest
-    temperature (10) flattens, so that mode's half of the mass is missed."""
+    temperature (10) flattens, so that mode's half of the mass is missed. The barrier to the
+    0.2 mode, about 12 nats, is crossed in some runs and not in others (PMT_TEST_SEED=3: not),
+    so the missed mass is 0.5, or 0.7 with that mode."""
     with pm.Model():
         pm.NormalMixture("x", w=[0.2, 0.3, 0.5], mu=[-20.0, 0.0, 30.0], sigma=[1.0, 2.0, 0.5])
-        with pytest.warns(UserWarning, match="never came near 1 of the 3 local maxima"):
+        with pytest.warns(UserWarning, match="never came near [12] of the 3 local maxima"):
             idata = pmt.sample_tact(
                 200, tune=200, initial_points=np.zeros((4, 1)), random_seed=seed(63),
                 progressbar=False,
             )
-    assert idata.attrs["missed_mode_mass"] == pytest.approx(0.5, abs=0.01)
-    assert (idata["posterior"]["x"].values < 10).all()
+    x = idata["posterior"]["x"].values
+    assert (x < 10).all()
+    mass = idata.attrs["missed_mode_mass"]
+    if (x < -10).any():  # a few draws there may still be too few to count as a visit
+        assert mass == pytest.approx(0.5, abs=0.01) or mass == pytest.approx(0.7, abs=0.01)
+    else:
+        assert mass == pytest.approx(0.7, abs=0.01)
 
 
 def test_a_mode_no_chain_visits_is_warned_about_on_minibatches():
