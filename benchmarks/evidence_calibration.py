@@ -190,6 +190,8 @@ def plot(rows: list[dict], path: Path) -> None:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--first-seed", type=int, default=1000,
+                        help="the first seed (to add seeds to a run: 1020 after --seeds 20)")
     parser.add_argument("--models", default=",".join(DEFAULT_MODELS),
                         help=f"of: {', '.join((*DEFAULT_MODELS, 'relaxations'))}")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "evidence_calibration.json"))
@@ -207,7 +209,7 @@ def main():
     out = Path(args.out)
     rows = []
     # Seeds outermost, so that a run stopped part-way has every model at the same seeds.
-    for seed in range(1000, 1000 + args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         for name in names:
             proc = subprocess.run(
                 [sys.executable, __file__, "--case", name, str(seed)],

@@ -375,7 +375,7 @@ def _check_precision(checks: _Checks, se: float, target_se: float) -> None:
         checks.problems.append(
             f"The standard error of log Z ({se:.3g}) is above target_se ({target_se:g}) after "
             "the extensions allowed: run longer chains (draws) or allow more extensions "
-            "(max_extensions), or pass a larger target_se if that precision is enough."
+            "(max_extensions, max_time), or pass a larger target_se if that precision is enough."
         )
 
 

@@ -199,6 +199,32 @@ def test_run_extends_itself_while_the_standard_error_is_above_target_se():
     assert pmt.diagnose(idata).checks.loc["standard_error", "ok"]
 
 
+def test_max_time_stops_the_extensions_and_says_so():
+    """A wall-clock budget the first final run already spends: no extension starts, the result
+    says why (``stopped_by``, a warning) and is the run ``max_extensions=0`` gives, bit for bit
+    (the extensions' seeds come after the final run's). The budget is checked against the
+    projected end, so a budget this small cannot be met on any machine."""
+    kwargs = dict(draws=200, tune=200, chains=2, target_se=1e-5, random_seed=seed(90),
+                  progressbar=False)
+    with pm.Model():
+        pm.StudentT("x", nu=3.0, mu=1.0, sigma=2.0)
+        with pytest.warns(UserWarning, match=r"Stopped extending after .* past max_time"):
+            idata = pmt.sample_ct(max_extensions=1, max_time=1e-3, **kwargs)
+        with pytest.warns(UserWarning, match="above target_se"):
+            plain = pmt.sample_ct(max_extensions=0, **kwargs)
+        for bad in (0.0, -1.0, "1 min"):
+            with pytest.raises(ValueError, match="max_time"):
+                pmt.sample_ct(max_time=bad, progressbar=False)
+            with pytest.raises(ValueError, match="max_time"):
+                pmt.sample_gibbs_ct(max_time=bad, progressbar=False)
+    assert idata.attrs["stopped_by"] == "max_time" and idata.attrs["max_time"] == 1e-3
+    assert idata.attrs["extensions"] == 0 and "bootstrap" not in idata.children
+    assert "stopped_by" not in plain.attrs
+    assert idata.attrs["log_marginal_likelihood"] == plain.attrs["log_marginal_likelihood"]
+    lml = pmt.log_marginal_likelihood(idata)
+    assert not lml.reliable and any("max_time" in p for p in lml.problems)
+
+
 def test_target_se_below_the_rounding_floor_is_the_floor():
     """A standard error at the rounding floor (1e-7 |log Z|: the log densities are no more
     accurate) is not extended and passes: no longer chain lowers it. Before, a normal mean with

@@ -14,6 +14,8 @@ transform; PyMC's NUTS (or HMC) moves ``x`` given ``beta`` in a ``CompoundStep``
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
@@ -28,6 +30,7 @@ from pymc_tempering.base import Base, prepare_base
 from pymc_tempering.results import INVERSE_TEMPERATURE
 from pymc_tempering.sampling import check_sampler_args, reproducible, pm_sample_kwargs, seed_attrs
 from pymc_tempering.transforms.continuous_tempering import (
+    _check_extension_args,
     ct_result,
     run_with_bootstrap,
     tempered_model,
@@ -253,6 +256,7 @@ def sample_gibbs_ct(
     target_accept: float | None = None,
     max_extensions: int = 2,
     target_se: float | None = 0.3,
+    max_time: float | None = None,
     nuts_sampler: str | None = None,
     x_step: str = "nuts",
     **sample_kwargs,
@@ -278,9 +282,9 @@ def sample_gibbs_ct(
     target_accept : float, optional
         Of the step method for ``x``; default 0.9 for NUTS (as in
         :func:`~pymc_tempering.sample_ct`) and PyMC's 0.65 for HMC.
-    max_extensions, target_se
-        Self-extension budget and the standard error that triggers an extension, as in
-        :func:`~pymc_tempering.sample_ct`.
+    max_extensions, target_se, max_time
+        Self-extension budget, the standard error that triggers an extension and the
+        wall-clock budget in seconds, as in :func:`~pymc_tempering.sample_ct`.
     nuts_sampler : {None, "pymc"}
         Only PyMC's own sampler runs step methods; other values raise ``ValueError``.
     random_seed : int or Generator, optional
@@ -317,10 +321,12 @@ def sample_gibbs_ct(
         raise ValueError(f"x_step must be 'nuts' or 'hmc', got {x_step!r}.")
     if "step" in sample_kwargs:
         raise ValueError("sample_gibbs_ct chooses the step methods itself; do not pass step=.")
+    start = time.perf_counter()
     draws, tune, chains = check_sampler_args(draws, tune, chains)
-    target, base, log_zeta, seed = prepare_base(model, base, log_zeta, random_seed, progressbar)
     if target_accept is None:
         target_accept = 0.9 if x_step == "nuts" else 0.65  # PyMC's HMC default
+    _check_extension_args(target_accept, max_extensions, target_se, max_time)  # before the fit
+    target, base, log_zeta, seed = prepare_base(model, base, log_zeta, random_seed, progressbar)
     x_cls = pm.NUTS if x_step == "nuts" else pm.HamiltonianMC
     settings = {
         "nuts_sampler": "pymc",
@@ -368,4 +374,6 @@ def sample_gibbs_ct(
         target_accept,
         max_extensions,
         target_se,
+        max_time,
+        start,
     )

@@ -12,6 +12,8 @@ where ``p`` is the model's (unnormalised) density, ``q`` a normalised Gaussian b
 
 from __future__ import annotations
 
+import numbers
+import time
 
 import numpy as np
 import pymc as pm
@@ -42,6 +44,7 @@ from pymc_tempering.sampling import (
     pm_sample_kwargs,
     seed_attrs,
     split_seed,
+    warn,
     warn_problems,
 )
 from pymc_tempering.target import Target
@@ -154,6 +157,7 @@ def sample_ct(
     target_accept: float = 0.9,
     max_extensions: int = 2,
     target_se: float | None = 0.3,
+    max_time: float | None = None,
     nuts_sampler: str | None = None,
     **sample_kwargs,
 ):
@@ -222,6 +226,14 @@ def sample_ct(
         ``standard_error`` check). ``None`` accepts any standard error. Below the rounding
         floor of the estimate, ``1e-7 |log Z|`` (the accuracy of the log densities), it is
         raised to that floor: longer chains do not lower it.
+    max_time : float or None
+        A wall-clock budget in seconds for the whole call, base fit included: no extension
+        starts that would, at the pace of the run before it (scaled to its draws), end past
+        it. The base fit and the first final run always run. A run stopped by it says so
+        (``attrs["stopped_by"] = "max_time"``, and a warning) and is judged like any other:
+        unreliable while a check fails. ``None`` (the default): the extensions are bounded by
+        ``max_extensions`` only. With a budget the result depends on the machine's speed (how
+        many extensions fit), so the same seed can give another result on another machine.
     nuts_sampler : {"pymc", "nutpie", "numpyro", "blackjax"}, optional
         Passed to :func:`pymc.sample`; ``None`` lets PyMC choose.
     random_seed : int or numpy.random.Generator, optional
@@ -252,9 +264,10 @@ def sample_ct(
     ``beta`` near 0 (the base) and near 1 (the target). A base that misses a mode of the target
     is not corrected by tempering; the default base covers the modes its mode search found. Read the warnings, or :func:`~pymc_tempering.diagnose`.
     """
+    start = time.perf_counter()
     if bootstrap is not None:
         _check_bootstrap(bootstrap)
-    _check_extension_args(target_accept, max_extensions, target_se)
+    _check_extension_args(target_accept, max_extensions, target_se, max_time)
     draws, tune, chains = check_sampler_args(draws, tune, chains)
     if bootstrap is None:
         bootstrap = 0 if base is None else 1
@@ -299,6 +312,8 @@ def sample_ct(
         target_accept,
         max_extensions,
         target_se,
+        max_time,
+        start,
     )
 
 
@@ -307,13 +322,20 @@ def _check_bootstrap(bootstrap) -> None:
         raise ValueError(f"bootstrap must be a number of rounds >= 0, got {bootstrap!r}.")
 
 
-def _check_extension_args(target_accept, max_extensions, target_se=None) -> None:
+def _check_extension_args(target_accept, max_extensions, target_se=None, max_time=None) -> None:
     if not 0 < target_accept < 1:
         raise ValueError(f"target_accept must be in (0, 1), got {target_accept!r}.")
     if not isinstance(max_extensions, int | np.integer) or max_extensions < 0:
         raise ValueError(f"max_extensions must be a number of runs >= 0, got {max_extensions!r}.")
-    if target_se is not None and not (np.isscalar(target_se) and target_se > 0):
+    if target_se is not None and not _positive(target_se):
         raise ValueError(f"target_se must be a positive number or None, got {target_se!r}.")
+    if max_time is not None and not _positive(max_time):
+        raise ValueError(f"max_time must be a positive number of seconds or None, got {max_time!r}.")
+
+
+def _positive(value) -> bool:
+    """Whether ``value`` is a real number above 0 (not a bool, a string or NaN)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0
 
 
 def _both_ends(result) -> bool:
@@ -384,6 +406,8 @@ def run_with_bootstrap(
     target_accept=0.9,
     max_extensions=2,
     target_se=None,
+    max_time=None,
+    start=None,
 ):
     """Bootstrap rounds (section 6), the final run, its extensions, and warnings from :func:`diagnose`.
 
@@ -406,9 +430,14 @@ def run_with_bootstrap(
     longer, by the factor ``1.2 (se / target_se)^2`` that the standard error asks for, at most
     ``DRAWS_GROWTH``. Every run before the
     last is recorded in the result's ``bootstrap`` group, whose ``kind`` says which and why.
+    With ``max_time`` (seconds since ``start``, a ``time.perf_counter()`` value; default now),
+    no extension starts whose projected end, at the pace of the run before it scaled to its
+    ``draws + tune``, is past the budget; the result then has ``attrs["stopped_by"] =
+    "max_time"`` and a warning says so.
     """
+    start = time.perf_counter() if start is None else start
     _check_bootstrap(bootstrap)
-    _check_extension_args(target_accept, max_extensions, target_se)
+    _check_extension_args(target_accept, max_extensions, target_se, max_time)
     *seeds, final_seed = split_seed(seed, 2 * int(bootstrap) + 1)
     rounds = []
     for round_seed, zeta_seed in zip(seeds[::2], seeds[1::2], strict=True):
@@ -420,7 +449,10 @@ def run_with_bootstrap(
         if missed is not None:
             base, log_zeta = _widen(target, base, log_zeta, missed, zeta_seed)
     run_seed, *extension_seeds = split_seed(final_seed, 2 * int(max_extensions) + 1)
+    began = time.perf_counter()
     result = run(base, log_zeta, draws, tune, run_seed, target_accept)
+    seconds = time.perf_counter() - began
+    stopped = None
     for run_seed, zeta_seed in zip(extension_seeds[::2], extension_seeds[1::2], strict=True):
         checks = diagnose(result).checks
         failed = set() if checks.empty else set(checks.index[~checks["ok"]])
@@ -432,8 +464,9 @@ def run_with_bootstrap(
             break
         record = {"log_zeta": log_zeta, "target_accept": target_accept, "refit": False}
         reasons = []
+        next_draws, next_accept = draws, target_accept
         if "divergences" in failed:
-            target_accept = 1 - (1 - target_accept) / 2
+            next_accept = 1 - (1 - target_accept) / 2
             reasons.append("divergences")
         missed = _missed(result, base)
         # an incomplete mode search (unseen_optima) is the base's, which no refit completes
@@ -454,13 +487,22 @@ def run_with_bootstrap(
             # its compilation, so longer chains cost little beside the refit's new one.
             grow = min(DRAWS_GROWTH, 1.2 * (se / target_se) ** 2)
             if grow > 1:
-                draws = int(np.ceil(draws * grow))
-                reasons.append(f"{draws} draws per chain")
+                next_draws = int(np.ceil(draws * grow))
+                reasons.append(f"{next_draws} draws per chain")
         if not reasons:
             break
+        if max_time is not None:
+            pace = seconds * (next_draws + tune) / (draws + tune)
+            elapsed = time.perf_counter() - start
+            if elapsed + pace > max_time:
+                stopped = (elapsed, pace)
+                break
+        draws, target_accept = next_draws, next_accept
         kind = "extension after " + " and ".join(reasons)
         rounds.append(_record(result, kind, **record))
+        began = time.perf_counter()
         result = run(base, log_zeta, draws, tune, run_seed, target_accept)
+        seconds = time.perf_counter() - began
     if rounds:
         result["bootstrap"] = DataTree(
             xr.Dataset({k: ("round", [r[k] for r in rounds]) for k in rounds[0]})
@@ -470,6 +512,15 @@ def run_with_bootstrap(
     result.attrs["target_accept"] = float(target_accept)
     if target_se is not None:
         result.attrs["target_se"] = float(target_se)  # diagnose compares the final run with it
+    if max_time is not None:
+        result.attrs["max_time"] = float(max_time)
+    if stopped is not None:
+        result.attrs["stopped_by"] = "max_time"
+        warn(
+            f"Stopped extending after {stopped[0]:.0f} s: the next run would take about "
+            f"{stopped[1]:.0f} s at the last one's pace, past max_time ({max_time:g} s). The "
+            "problems reported are those of the last run; a larger max_time lets it go on."
+        )
     warn_problems(result)
     return result
 
