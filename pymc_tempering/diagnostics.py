@@ -146,7 +146,7 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
         beta = posterior[INVERSE_TEMPERATURE].transpose("chain", "draw").values
         _check_temperature_ends(checks, beta, near)
     if stats_ is not None and "diverging" in stats_:
-        _check_divergences(checks, stats_["diverging"], beta)
+        _check_divergences(checks, stats_["diverging"], beta, idata.attrs.get("method"))
     if stats_ is not None and "log_weight" in stats_ and stats_["log_weight"].ndim == 2:
         lw = stats_["log_weight"].transpose("chain", "draw").values
         # Continuous tempering's weights are probabilities, p(beta = 1 | x) <= 1.
@@ -206,13 +206,15 @@ def _check_temperature_ends(checks: _Checks, beta: np.ndarray, near: float) -> N
         )
 
 
-def _check_divergences(checks: _Checks, diverging, beta: np.ndarray | None) -> None:
+def _check_divergences(checks: _Checks, diverging, beta: np.ndarray | None, method=None) -> None:
     diverging = diverging.transpose("chain", "draw").values.astype(bool)
     n_div = int(diverging.sum())
     checks.add("divergences", n_div, "0", n_div == 0, "divergent transitions after tuning")
+    # An AIS draw is the end of a run of one transition per rung; it is flagged when any was.
+    what = "runs had a divergent transition" if method == "ais" else "transitions diverged"
     if n_div and beta is None:  # no inverse temperature per draw (AIS, ergodic inference, ...)
         checks.problems.append(
-            f"{n_div} of {diverging.size} transitions diverged: the sampler could not enter part "
+            f"{n_div} of {diverging.size} {what}: the sampler could not enter part "
             "of the density it samples, so the draws miss its mass there (and a log marginal "
             "likelihood, where the method gives one, comes out low, with a standard error that "
             "does not show it). Reparameterise the model (centred or non-centred groups) as you "

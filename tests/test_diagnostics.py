@@ -81,3 +81,6 @@ def test_diagnose_reads_pseudo_extended_results():
     assert diagnosis.problems[0].startswith("2 of 100 transitions diverged: the sampler")
     # no inverse temperature per draw: the message speaks of the density sampled, not of beta
     assert "beta" not in diagnosis.problems[0]
+    # an AIS draw ends a run of many transitions: the count is of runs
+    tree.attrs["method"] = "ais"
+    assert diagnose(tree).problems[0].startswith("2 of 100 runs had a divergent transition:")
