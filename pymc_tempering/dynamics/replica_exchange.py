@@ -509,7 +509,7 @@ def sample_replica_exchange(
     step_size: float | str = "auto",
     noise: float = 0.05,
     thermal_inertia: float = 1.0,
-    thermostat: bool = True,
+    thermostat: str | bool = "diagonal",
     steps_per_sample: int = 10,
     resample_momenta: bool = True,
     initial_points: np.ndarray | None = None,
@@ -569,8 +569,12 @@ def sample_replica_exchange(
     noise, thermal_inertia : float
         Level ``c`` of the injected noise ``N(0, 2 c eta)`` (the friction the thermostats settle
         at); ``gamma`` of the thermostats.
-    thermostat : bool
-        Adaptive Nosé-Hoover thermostats (True) or constant friction ``noise`` (False).
+    thermostat : {"diagonal", "scalar", False}
+        Adaptive Nosé-Hoover thermostats, one per coordinate of each replica (default) or one
+        per replica (``"scalar"``, the poster's), or constant friction ``noise`` (False). A
+        scalar thermostat holds only the mean kinetic temperature at one, so under minibatch
+        gradient noise that differs between coordinates the noisier ones run hot and the
+        others cold (see :func:`~pymc_tempering.sample_tact`).
     steps_per_sample : int
         Steps per iteration, i.e. between two kept draws.
     resample_momenta : bool
@@ -609,6 +613,10 @@ def sample_replica_exchange(
         names the step.
     """
     draws, tune, chains = check_sampler_args(draws, tune, chains)
+    if thermostat not in ("diagonal", "scalar") and thermostat is not False:
+        raise ValueError(
+            f"thermostat must be 'diagonal', 'scalar' or False, got {thermostat!r}."
+        )
     auto = isinstance(step_size, str)
     if auto and step_size != "auto":
         raise ValueError(f"step_size must be 'auto' or a positive number, got {step_size!r}.")
@@ -620,8 +628,9 @@ def sample_replica_exchange(
     n_rep = ladder.size
     settings = TACTSettings(
         eta_theta=thermostats.AUTO_STEP_SIZE if auto else float(step_size), eta_xi=1.0, c_theta=float(noise), c_xi=0.0,
-        gamma_theta=float(thermal_inertia), gamma_xi=1.0, thermostat=bool(thermostat),
+        gamma_theta=float(thermal_inertia), gamma_xi=1.0, thermostat=thermostat is not False,
         tempering=False, inverse_temperature=np.tile(1.0 / ladder, chains),
+        per_coordinate=thermostat == "diagonal",
     )
     seeds = split_seed(random_seed, 5)
     rng = np.random.default_rng(seeds[1])
@@ -675,7 +684,7 @@ def sample_replica_exchange(
         "exchange_test": "corrected_logistic" if corrected else "metropolis",
         "step_size": float(trace.params.eta_theta), "noise": float(noise),
         "step_size_mode": "auto" if auto else "fixed", "warmup_blowups": blowups,
-        "thermal_inertia": float(thermal_inertia), "thermostat": int(bool(thermostat)),
+        "thermal_inertia": float(thermal_inertia), "thermostat": str(thermostat),
         "steps_per_sample": steps[0], "tune": tune,
     }
     return _result(target, trace, ladder, attrs, random_seed)

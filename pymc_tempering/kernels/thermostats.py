@@ -126,6 +126,15 @@ class TACTSettings(NamedTuple):
         a step forgets its momentum entirely. At equilibrium the thermostats sit near
         ``c + eta sigma_f^2 / 2`` (at most 0.15 with the warm-up's noise cap), so the bound
         acts only in such transients.
+    per_coordinate : bool
+        One thermostat per coordinate of ``theta`` (True) instead of the paper's one scalar
+        (False, the default here). A scalar thermostat holds the mean kinetic temperature over
+        the coordinates at one, so under gradient noise that differs between coordinates it
+        leaves the noisier ones too hot and the others too cold: on a logistic regression with
+        20,000 data and minibatches of 200, per-coordinate kinetic temperatures of 0.59 to
+        1.54 and posterior sds 0.71 to 1.18 times the truth. One thermostat per coordinate
+        absorbs each coordinate's own noise (Theorem 1 holds coordinate by coordinate, for
+        noise uncorrelated between them).
     """
 
     eta_theta: float
@@ -142,6 +151,7 @@ class TACTSettings(NamedTuple):
     tempering: bool = True
     inverse_temperature: float | np.ndarray = 1.0
     max_friction: float = np.inf
+    per_coordinate: bool = False
 
 
 class TACTState(NamedTuple):
@@ -154,7 +164,8 @@ class TACTState(NamedTuple):
     xi, r_xi : ndarray, shape (n,)
         Tempering variable in ``[0, 1]`` and its rescaled momentum.
     z_theta, z_xi : ndarray, shape (n,)
-        The scalar thermostats (``s dt``).
+        The thermostats (``s dt``); ``z_theta`` is ``(n, D)`` with one thermostat per
+        coordinate (:attr:`TACTSettings.per_coordinate`).
     abf_sum, abf_count : ndarray, shape (n, J)
         Per bin of ``xi``, the sum of the potential ``U`` and the number of visits.
     energy_sum, energy_count : ndarray, shape (n,)
@@ -282,7 +293,7 @@ def init(theta: np.ndarray, settings: TACTSettings, rng: np.random.Generator) ->
         r_theta=np.zeros_like(theta),
         xi=xi,
         r_xi=np.zeros(n),
-        z_theta=np.full(n, float(s.c_theta)),
+        z_theta=_thermostat_start(theta.shape, s),
         z_xi=np.full(n, float(s.c_xi)),
         abf_sum=np.zeros((n, s.abf_bins)),
         abf_count=np.zeros((n, s.abf_bins)),
@@ -292,14 +303,22 @@ def init(theta: np.ndarray, settings: TACTSettings, rng: np.random.Generator) ->
     return refresh_momenta(state, s, rng)
 
 
+def _thermostat_start(shape, s: TACTSettings) -> np.ndarray:
+    """The parameters' thermostats at ``c``: ``(n,)``, or ``(n, D)`` per coordinate."""
+    return np.full(shape if s.per_coordinate else shape[:1], float(s.c_theta))
+
+
 def _thermostats(state: TACTState, s: TACTSettings, lam, dlam):
-    """The thermostats' update (eq. 5): each moves by the excess of its kinetic energy."""
+    """The thermostats' update (eq. 5): each moves by the excess of its kinetic energy (the
+    mean over the coordinates for a scalar ``z_theta``, each coordinate's own otherwise)."""
     if not s.thermostat:
         return state.z_theta, state.z_xi
-    dim = state.theta.shape[-1]
     z_xi = state.z_xi + dlam**2 * (state.r_xi**2 - s.eta_xi) / s.gamma_xi
-    kinetic = np.sum(state.r_theta**2, axis=-1) / dim
-    z_theta = state.z_theta + lam**2 * (kinetic - s.eta_theta) / s.gamma_theta
+    if s.per_coordinate:
+        kinetic, weight = state.r_theta**2, (lam**2)[:, None]
+    else:
+        kinetic, weight = np.mean(state.r_theta**2, axis=-1), lam**2
+    z_theta = state.z_theta + weight * (kinetic - s.eta_theta) / s.gamma_theta
     if s.max_friction < np.inf:
         z_theta, z_xi = np.minimum(z_theta, s.max_friction), np.minimum(z_xi, s.max_friction)
     return z_theta, z_xi
@@ -369,7 +388,7 @@ def step(
     r_theta = (
         state.r_theta
         + lam[:, None] * (s.eta_theta * force + np.sqrt(2.0 * s.c_theta * s.eta_theta) * normals[:, :-1])
-        - (lam**2 * z_theta)[:, None] * state.r_theta
+        - (lam**2)[:, None] * (z_theta if s.per_coordinate else z_theta[:, None]) * state.r_theta
     )
     new = new._replace(theta=state.theta + r_theta, r_theta=r_theta)
     check_finite([new.theta, energy], where, remedy)
@@ -386,7 +405,10 @@ def thermostat_reference(
     -------
     dict
         ``{"thermostat_theta": (mean, sd), "thermostat_xi": (mean, sd)}`` in rescaled units.
-        Under constant friction (no thermostats) the value is ``c`` exactly.
+        Under constant friction (no thermostats) the value is ``c`` exactly. With one
+        thermostat per coordinate, ``thermostat_theta`` is that of their mean over the ``ndim``
+        coordinates (each has the mean shown and ``sqrt(ndim)`` times the sd; they are
+        independent at equilibrium).
     """
     s = settings
     return {
@@ -471,7 +493,7 @@ def curvature_scale(
 
 
 def gradient_noise(
-    logp_and_grad: Callable, x: np.ndarray, n_pairs: int = 10
+    logp_and_grad: Callable, x: np.ndarray, n_pairs: int = 50
 ) -> tuple[np.ndarray, float]:
     """The minibatch noise at the points ``x (n, D)``: ``n_pairs`` pairs of calls there.
 
@@ -479,14 +501,21 @@ def gradient_noise(
     evaluation (means over the rows and pairs), both zero for an exact (full-batch) model:
     ``Var = E[(a - b)^2] / 2`` for two independent evaluations ``a``, ``b``. The rows of one
     call share a minibatch, so the pairs, not the rows, are the independent replicates.
+    Fifty pairs: the estimate caps the preconditioner (:func:`stability_cap`), and with ten
+    (a chi-square of 10 degrees of freedom, below a third of the truth 2.5% of the time) one
+    of eight seeds on a 5,000-point regression left the noisy coefficient's thermostat at 0.8
+    against its budget of 0.15 and the posterior sd 23% narrow; with fifty, 0.91 to 1.01 of
+    the truth over the eight. An exact model stops after the first pair (no difference).
     """
     grad_var, energy_var = 0.0, 0.0
-    for _ in range(n_pairs):
+    for k in range(n_pairs):
         lp1, g1 = logp_and_grad(x)
         lp2, g2 = logp_and_grad(x)
         with np.errstate(all="ignore"):
             grad_var = grad_var + 0.5 * np.mean((np.asarray(g1) - np.asarray(g2)) ** 2, axis=0)
             energy_var += 0.5 * float(np.mean((np.asarray(lp1) - np.asarray(lp2)) ** 2))
+        if k == 0 and energy_var == 0 and not np.any(grad_var):
+            return np.zeros(np.shape(x)[-1]), 0.0  # deterministic: a full-batch density
     return grad_var / n_pairs, energy_var / n_pairs
 
 
@@ -616,7 +645,7 @@ def rescale(
     n = state.theta.shape[0]
     state = state._replace(
         theta=state.theta * (old_scale / new_scale),
-        z_theta=np.full(n, float(settings.c_theta)),
+        z_theta=_thermostat_start(state.theta.shape, settings),
         z_xi=np.full(n, float(settings.c_xi)) if tempering else state.z_xi,
     )
     return refresh_momenta(state, settings, rng, tempering=tempering)
