@@ -45,7 +45,9 @@ rescaled units above and for gradient noise of variance ``sigma_f^2`` per compon
     E[z_xi]    = c_xi + eta_xi sigma_U^2 / 2,         Var[z_xi]    = eta_xi / gamma_xi,
 
 where ``c`` is the level of the injected noise (:func:`thermostat_reference`). Euler
-discretisation adds ``O(c^2)`` to the means.
+discretisation adds ``O(c^2)`` to the means. With one thermostat per coordinate
+(:attr:`TACTSettings.per_coordinate`), coordinate ``i`` settles at ``c_theta + eta_theta
+sigma_i^2 / 2`` with variance ``eta_theta / gamma_theta``: each absorbs its own noise.
 """
 
 from __future__ import annotations
