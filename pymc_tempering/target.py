@@ -29,6 +29,31 @@ from pytensor.tensor.variable import TensorConstant
 __all__ = ["Target"]
 
 
+#: Constants with at least this many elements go into compiled functions as shared variables.
+LARGE_CONSTANT = 1000
+
+
+def _data_as_shared(outputs: list) -> list:
+    """``outputs`` with every large constant (a data set: ``pm.Minibatch`` and observed arrays
+    are constants in the graph) replaced by a shared variable holding the same array.
+
+    Numba cannot cache a compiled function that holds a large array (it warns ``Cannot cache
+    compiled function``), so every new process compiled such densities afresh: 4.7 s for the
+    minibatch gradient and 9.9 s for the exact pass of a 50,000-point logistic regression,
+    even with PyTensor's cache warm. A shared variable is passed in at call time instead.
+    """
+    constants = {
+        v for v in ancestors(outputs)
+        if isinstance(v, TensorConstant) and v.data.size >= LARGE_CONSTANT
+    }
+    if not constants:
+        return outputs
+    replace = {
+        c: pytensor.shared(c.data, name=c.name, borrow=True, shape=c.type.shape) for c in constants
+    }
+    return graph_replace(outputs, replace=replace, strict=False)
+
+
 def _random_generators(outputs) -> list:
     """The shared random generators the graphs ``outputs`` draw from (a ``pm.Minibatch``'s)."""
     return [
@@ -247,6 +272,7 @@ class Target:
             }
             if replace:
                 outputs = graph_replace(outputs, replace=replace, strict=False)
+        outputs = _data_as_shared(outputs)
         # random_seed=False: pm.compile must not reseed the copies with fresh entropy
         fn = pm.compile(inputs, outputs, random_seed=False)
 
