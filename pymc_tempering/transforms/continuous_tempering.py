@@ -229,9 +229,9 @@ def sample_ct(
     max_time : float or None
         A wall-clock budget in seconds for the whole call, base fit included: no extension
         starts that would, at the pace of the run before it (scaled to its draws), end past
-        it. The base fit and the first final run always run. A run stopped by it says so
-        (``attrs["stopped_by"] = "max_time"``, and a warning) and is judged like any other:
-        unreliable while a check fails. ``None`` (the default): the extensions are bounded by
+        it. The base fit, the ``bootstrap`` rounds and the first final run always run. A run
+        stopped by it says so (``attrs["stopped_by"] = "max_time"``, and a warning) and is
+        judged like any other: unreliable while a check fails. ``None`` (the default): the extensions are bounded by
         ``max_extensions`` only. With a budget the result depends on the machine's speed (how
         many extensions fit), so the same seed can give another result on another machine.
     nuts_sampler : {"pymc", "nutpie", "numpyro", "blackjax"}, optional
