@@ -1,14 +1,16 @@
 """TACT-HMC's minibatch path against exact values: a ``pm.Minibatch`` gives an unbiased estimate
 of the full-batch potential and force for every chain (with the rows of paired data kept
 together), and ``callback(step)`` runs before every step, so the ``pm.Data`` it sets is the data
-that step's gradient sees."""
+that step's gradient sees; and one thermostat per coordinate absorbs gradient noise that differs
+between coordinates."""
 
 from __future__ import annotations
 
 import numpy as np
 import pymc as pm
+from arviz_stats.base import array_stats
 
-from checks import assert_within_se
+from checks import K, assert_within_se
 
 from pymc_tempering.dynamics.tact import sample_tact
 from pymc_tempering.target import Target
@@ -102,10 +104,6 @@ def test_one_thermostat_per_coordinate_absorbs_uneven_gradient_noise(seed):
     Euler step's own bias, a few percent here) plus ``K`` Monte Carlo standard errors of the
     ratio (from the ESS of the squared deviations); the scalar thermostat's ``a`` is 13 of them
     off, so the test fails with it."""
-    from arviz_stats.base import array_stats
-
-    from checks import K
-
     n = 5000
     rng = np.random.default_rng(0)
     x = rng.normal(0, 1, n)
