@@ -232,6 +232,14 @@ def test_bad_step_size_strings_are_refused():
         pmt.sample_tact(5, model=model, step_size="large", progressbar=False)
     with pytest.raises(ValueError, match="step_size"):
         pmt.sample_replica_exchange(5, model=model, step_size="large", progressbar=False)
+    # the thermostat option: TACT-HMC's variants say whether there is one, replica exchange's
+    # False is a constant friction; True (the old spelling of replica exchange's) is refused
+    for bad in ("per_coordinate", True, False):
+        with pytest.raises(ValueError, match="thermostat must be 'diagonal' or 'scalar'"):
+            pmt.sample_tact(5, model=model, thermostat=bad, progressbar=False)
+    for bad in ("per_coordinate", True, None):
+        with pytest.raises(ValueError, match="thermostat must be 'diagonal', 'scalar' or False"):
+            pmt.sample_replica_exchange(5, model=model, thermostat=bad, progressbar=False)
 
 
 CROSSING_DEFAULT_CASES = {("replica_exchange", 500, 1.0)}

@@ -613,10 +613,9 @@ def sample_replica_exchange(
         names the step.
     """
     draws, tune, chains = check_sampler_args(draws, tune, chains)
-    if thermostat not in ("diagonal", "scalar") and thermostat is not False:
-        raise ValueError(
-            f"thermostat must be 'diagonal', 'scalar' or False, got {thermostat!r}."
-        )
+    thermostat_on, per_coordinate = thermostats.thermostat_option(
+        thermostat, constant_friction=True
+    )
     auto = isinstance(step_size, str)
     if auto and step_size != "auto":
         raise ValueError(f"step_size must be 'auto' or a positive number, got {step_size!r}.")
@@ -628,9 +627,9 @@ def sample_replica_exchange(
     n_rep = ladder.size
     settings = TACTSettings(
         eta_theta=thermostats.AUTO_STEP_SIZE if auto else float(step_size), eta_xi=1.0, c_theta=float(noise), c_xi=0.0,
-        gamma_theta=float(thermal_inertia), gamma_xi=1.0, thermostat=thermostat is not False,
+        gamma_theta=float(thermal_inertia), gamma_xi=1.0, thermostat=thermostat_on,
         tempering=False, inverse_temperature=np.tile(1.0 / ladder, chains),
-        per_coordinate=thermostat == "diagonal",
+        per_coordinate=per_coordinate,
     )
     seeds = split_seed(random_seed, 5)
     rng = np.random.default_rng(seeds[1])

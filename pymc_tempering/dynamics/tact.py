@@ -172,7 +172,9 @@ def _record(settings: TACTSettings):
             "effective_temperature": 1.0 / lam,
             "tempering_variable": state.xi,
             # per chain: the mean of the coordinates' thermostats when there is one per coordinate
-            "thermostat_theta": state.z_theta.mean(-1) if state.z_theta.ndim == 2 else state.z_theta,
+            "thermostat_theta": (
+                state.z_theta.mean(-1) if state.z_theta.ndim == 2 else state.z_theta
+            ),
             "thermostat_xi": state.z_xi,
             "kinetic_temperature": info.kinetic_temperature,
             "potential_energy": info.energy,
@@ -210,13 +212,6 @@ def _abf_group(state: thermostats.TACTState, settings: TACTSettings) -> xr.Datas
             "effective_temperature": ("abf_bin", 1.0 / lam_c),
         },
     )
-
-
-def _per_coordinate(thermostat) -> bool:
-    """``thermostat="diagonal"`` (one per coordinate) or ``"scalar"`` (one per chain)."""
-    if thermostat not in ("diagonal", "scalar"):
-        raise ValueError(f"thermostat must be 'diagonal' or 'scalar', got {thermostat!r}.")
-    return thermostat == "diagonal"
 
 
 def _check_options(variant, positive: dict, max_temperature, unit_temperature_fraction):
@@ -398,7 +393,7 @@ def sample_tact(
         **({} if auto_tempering else {"step_size_tempering": step_size_tempering}),
         "thermal_inertia": thermal_inertia, "thermal_inertia_tempering": thermal_inertia_tempering,
     }, max_temperature, unit_temperature_fraction)
-    per_coordinate = _per_coordinate(thermostat)
+    _, per_coordinate = thermostats.thermostat_option(thermostat)
     if int(steps_per_sample) != steps_per_sample or steps_per_sample < 1:
         raise ValueError(f"steps_per_sample must be an integer of at least 1, got {steps_per_sample}.")
     target = Target(modelcontext(model))  # refuses discrete models
@@ -468,7 +463,8 @@ def sample_tact(
         "step_size_mode": "auto" if auto else "fixed", "warmup_blowups": retries,
         "noise": settings.c_theta, "noise_tempering": settings.c_xi,
         "thermal_inertia": settings.gamma_theta, "thermal_inertia_tempering": settings.gamma_xi,
-        "thermostat": thermostat, "steps_per_sample": int(steps_per_sample), "max_temperature": float(max_temperature),
+        "thermostat": thermostat, "steps_per_sample": int(steps_per_sample),
+        "max_temperature": float(max_temperature),
         "unit_temperature_fraction": settings.unit_temperature_fraction,
         "abf_bins": settings.abf_bins, "abf_ramp": settings.abf_ramp, "tune": tune,
         "gradient_noise_sd": gradient_sd, "energy_noise_sd": energy_sd,

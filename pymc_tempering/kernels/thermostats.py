@@ -74,6 +74,7 @@ __all__ = [
     "init",
     "step",
     "thermostat_reference",
+    "thermostat_option",
     "AUTO_STEP_SIZE",
     "AUTO_STEP_SIZE_TEMPERING",
     "whitened",
@@ -305,6 +306,17 @@ def init(theta: np.ndarray, settings: TACTSettings, rng: np.random.Generator) ->
     return refresh_momenta(state, s, rng)
 
 
+def thermostat_option(thermostat, constant_friction: bool = False) -> tuple[bool, bool]:
+    """``(thermostat, per_coordinate)`` of :class:`TACTSettings` from a sampler's ``thermostat``
+    argument: ``"diagonal"`` (one per coordinate), ``"scalar"`` (one per chain) or, where
+    ``constant_friction`` allows it, False (no thermostat: the constant friction ``c``)."""
+    off = constant_friction and thermostat is False
+    if not off and thermostat not in ("diagonal", "scalar"):
+        allowed = "'diagonal', 'scalar' or False" if constant_friction else "'diagonal' or 'scalar'"
+        raise ValueError(f"thermostat must be {allowed}, got {thermostat!r}.")
+    return not off, thermostat == "diagonal"
+
+
 def _thermostat_start(shape, s: TACTSettings) -> np.ndarray:
     """The parameters' thermostats at ``c``: ``(n,)``, or ``(n, D)`` per coordinate."""
     return np.full(shape if s.per_coordinate else shape[:1], float(s.c_theta))
@@ -390,7 +402,8 @@ def step(
     r_theta = (
         state.r_theta
         + lam[:, None] * (s.eta_theta * force + np.sqrt(2.0 * s.c_theta * s.eta_theta) * normals[:, :-1])
-        - (lam**2)[:, None] * (z_theta if s.per_coordinate else z_theta[:, None]) * state.r_theta
+        - (lam**2)[:, None] * (z_theta if s.per_coordinate else z_theta[:, None])
+        * state.r_theta
     )
     new = new._replace(theta=state.theta + r_theta, r_theta=r_theta)
     check_finite([new.theta, energy], where, remedy)

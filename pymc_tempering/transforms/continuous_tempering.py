@@ -231,9 +231,10 @@ def sample_ct(
         starts that would, at the pace of the run before it (scaled to its draws), end past
         it. The base fit, the ``bootstrap`` rounds and the first final run always run. A run
         stopped by it says so (``attrs["stopped_by"] = "max_time"``, and a warning) and is
-        judged like any other: unreliable while a check fails. ``None`` (the default): the extensions are bounded by
-        ``max_extensions`` only. With a budget the result depends on the machine's speed (how
-        many extensions fit), so the same seed can give another result on another machine.
+        judged like any other: unreliable while a check fails. ``None`` (the default): the
+        extensions are bounded by ``max_extensions`` only. With a budget the result depends on
+        the machine's speed (how many extensions fit), so the same seed can give another result
+        on another machine.
     nuts_sampler : {"pymc", "nutpie", "numpyro", "blackjax"}, optional
         Passed to :func:`pymc.sample`; ``None`` lets PyMC choose.
     random_seed : int or numpy.random.Generator, optional
@@ -330,7 +331,9 @@ def _check_extension_args(target_accept, max_extensions, target_se=None, max_tim
     if target_se is not None and not _positive(target_se):
         raise ValueError(f"target_se must be a positive number or None, got {target_se!r}.")
     if max_time is not None and not _positive(max_time):
-        raise ValueError(f"max_time must be a positive number of seconds or None, got {max_time!r}.")
+        raise ValueError(
+            f"max_time must be a positive number of seconds or None, got {max_time!r}."
+        )
 
 
 def _positive(value) -> bool:
