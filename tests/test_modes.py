@@ -115,8 +115,9 @@ def test_missed_mode_quiet_when_the_base_covers_both_modes():
 def test_run_widens_its_base_to_a_missed_mode_and_gets_the_evidence():
     idata = _one_mode_run(1, seed(86))
     kinds = list(idata["bootstrap"]["kind"].values)
-    assert kinds == ["extension after a missed mode"]
-    assert idata.attrs["extensions"] == 1
+    # the widened base's run has MISSED_MODE_GROWTH (2) times the draws: more excursions
+    assert kinds == ["extension after a missed mode and 1000 draws per chain"]
+    assert idata.attrs["extensions"] == 1 and idata["posterior"].sizes["draw"] == 1000
     lml = pmt.log_marginal_likelihood(idata)
     assert pmt.diagnose(idata).checks.loc["missed_mode_mass", "ok"]
     assert_within_se(lml.estimate, 0.0, lml.standard_error, what="log Z after widening")

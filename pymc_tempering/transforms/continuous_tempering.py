@@ -394,6 +394,7 @@ def _widen(target, base, log_zeta, missed, zeta_seed):
 
 
 DRAWS_GROWTH = 4.0  # most growth of the draws per extension for target_se
+MISSED_MODE_GROWTH = 2.0  # growth of the draws in an extension after a missed mode
 
 
 def run_with_bootstrap(
@@ -426,7 +427,9 @@ def run_with_bootstrap(
 
     Then, up to ``max_extensions`` times, while :func:`diagnose` finds a problem in the final
     run, the run is repeated with what the problem asks for: ``target_accept`` halfway to 1
-    after divergences; the base widened to the missed optima after a missed mode; otherwise
+    after divergences; the base widened to the missed optima after a missed mode, with
+    ``MISSED_MODE_GROWTH`` times longer chains (a chain reaches a mode only through an
+    excursion towards beta = 0, and longer chains make more of them); otherwise
     (the base's moments not reproduced, chains that disagree, an end of beta not reached) the
     base and ``log_zeta`` refitted to the run, as in a bootstrap round; a run whose standard
     error of log Z is above ``target_se`` is refitted in the same way and its chains made
@@ -484,14 +487,17 @@ def run_with_bootstrap(
             why = [f"failed checks ({', '.join(sorted(others))})"] if others else []
             why += [f"a standard error of {se:.3g} above {target_se}"] if imprecise else []
             reasons.append(" and ".join(why) + ": refit")
+        # A missed mode: the chains reach a mode only through excursions towards beta = 0, so
+        # the widened base's run gets MISSED_MODE_GROWTH times more of them. The standard error
+        # falls as 1 / sqrt(draws): enough draws for target_se with a fifth to spare, at most
+        # DRAWS_GROWTH times more per extension. A run costs mostly its compilation, so longer
+        # chains cost little beside the refit's new one.
+        grow = MISSED_MODE_GROWTH if missed is not None else 1.0
         if imprecise:
-            # The standard error falls as 1 / sqrt(draws): enough draws for target_se with a
-            # fifth to spare, at most DRAWS_GROWTH times more per extension. A run costs mostly
-            # its compilation, so longer chains cost little beside the refit's new one.
-            grow = min(DRAWS_GROWTH, 1.2 * (se / target_se) ** 2)
-            if grow > 1:
-                next_draws = int(np.ceil(draws * grow))
-                reasons.append(f"{next_draws} draws per chain")
+            grow = max(grow, min(DRAWS_GROWTH, 1.2 * (se / target_se) ** 2))
+        if grow > 1:
+            next_draws = int(np.ceil(draws * grow))
+            reasons.append(f"{next_draws} draws per chain")
         if not reasons:
             break
         if max_time is not None:
