@@ -459,23 +459,22 @@ def fit_base(
           (:func:`find_modes`: L-BFGS from 32 prior draws, the distinct converged maxima with
           their Laplace masses; repeated from 128 when more than half of the converged runs
           reached an optimum that no other run reached, a Good-Turing chance of a new optimum
-          above 0.5, as on a Boltzmann relaxation); then mean-field ADVI runs from the ``n_fits`` most dispersed
-          optima (one run when it found one), the other optima joining as their Laplace
-          Gaussians; each run starts at the widths of its optimum's Laplace Gaussian. Where
-          no run of the search converged (a centred hierarchical model's spike, a flat
-          direction), half the ``n_fits`` ADVI runs start where the search's runs ended, those
-          with the largest diagonal Laplace mass first, at the widths of the diagonal
-          curvature there, and the others from dispersed prior draws; where the prior cannot
-          be drawn from, from points spread around a first fit at three of its standard
-          deviations. Fits more than 30 nats of ELBO below the best are failed optimisations
-          and dropped; fits of one mode are dropped as duplicates (means within one standard
-          deviation in every coordinate, or no dip of the log density deeper than 5 nats on
-          the segment between them). The components are kept as the true
-          mixture of eq. (25), weighted by their ELBOs and Laplace masses (a
-          :class:`MixtureBase`: exact log density and draws, carrying the optima as
-          ``modes``); ``log_zeta`` is eq. (25)'s ``log sum exp(ELBO_i)``.
-          :meth:`MixtureBase.gaussian` is the defensive Gaussian that continuous tempering
-          runs with.
+          above 0.5, as on a Boltzmann relaxation); then mean-field ADVI runs from the
+          ``n_fits`` most dispersed optima (one run when it found one), the other optima joining
+          as their Laplace Gaussians; each run starts at the widths of its optimum's Laplace
+          Gaussian. Where no run of the search converged (a centred hierarchical model's spike,
+          a flat direction), half the ``n_fits`` ADVI runs start where the search's runs ended,
+          those with the largest diagonal Laplace mass first, at the widths of the diagonal
+          curvature there, and the others from dispersed prior draws; where the prior cannot be
+          drawn from, from points spread around a first fit at three of its standard deviations.
+          Fits more than 30 nats of ELBO below the best are failed optimisations and dropped;
+          fits of one mode are dropped as duplicates (means within one standard deviation in
+          every coordinate, or no dip of the log density deeper than 5 nats on the segment
+          between them). The components are kept as the true mixture of eq. (25), weighted by
+          their ELBOs and Laplace masses (a :class:`MixtureBase`: exact log density and draws,
+          carrying the optima as ``modes``); ``log_zeta`` is eq. (25)'s ``log sum exp(ELBO_i)``.
+          :meth:`MixtureBase.gaussian` is the defensive Gaussian that continuous tempering runs
+          with.
         - ``"laplace"`` (the default base of continuous tempering, AIS and simulated
           tempering): the mode search of ``"mixture"``, and the mixture of the optima's
           Laplace Gaussians weighted by their Laplace masses, without ADVI. Its ``log_zeta``
