@@ -25,6 +25,7 @@ from threadpoolctl import threadpool_limits
 
 __all__ = [
     "DivergenceError",
+    "NonFiniteGradientError",
     "check_sampler_args",
     "split_seed",
     "seed_attrs",
@@ -41,6 +42,15 @@ class DivergenceError(FloatingPointError):
     Raised by every driver (TACT-HMC, replica exchange, ergodic inference, ...) for a numerical
     blow-up, with the step where it happened and the setting to change. It subclasses
     :class:`FloatingPointError`, so ``except FloatingPointError`` catches it too.
+    """
+
+
+class NonFiniteGradientError(DivergenceError):
+    """The model's gradient is not finite at a point where its log density is.
+
+    No step size cures it: the point lies in a region where the model's arithmetic breaks down
+    (an underflow such as ``1 - w == 0`` in a mixture weight), which a hot chain or replica can
+    reach far into the tails. The message names the coordinate and its value.
     """
 
 

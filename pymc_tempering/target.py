@@ -360,6 +360,16 @@ class Target:
         return tuple(dims) if dims is not None else None
 
     # ------------------------------------------------------------------ numeric interface
+    def flat_label(self, k: int) -> str:
+        """The name of flat coordinate ``k``: its value variable's name, with the element's
+        index when the variable has several (``"mu[1]"``, ``"w_logodds__"``)."""
+        offsets = np.cumsum([0, *self.sizes])
+        i = int(np.searchsorted(offsets, k, side="right") - 1)
+        if self.sizes[i] == 1:
+            return self.names[i]
+        index = np.unravel_index(int(k - offsets[i]), self.shapes[i])
+        return f"{self.names[i]}[{', '.join(str(int(j)) for j in index)}]"
+
     def ravel(self, point: Mapping[str, np.ndarray]) -> np.ndarray:
         """Flatten a dict of unconstrained values (keyed by value-variable name)."""
         return DictToArrayBijection.map(

@@ -83,3 +83,12 @@ def test_methods_that_need_the_exact_log_density_refuse_a_minibatch():
         with pytest.raises(ValueError, match=r"exact log density.*\(y\) use pm.Minibatch"):
             method(model=minibatched, progressbar=False)
     pmt.Target(full).require_exact("test")  # no error
+
+
+def test_flat_label_names_each_coordinate():
+    with pm.Model() as model:
+        pm.Normal("mu", 0, 1, shape=(2, 3))
+        pm.HalfNormal("s", 1)
+    target = pmt.Target(model)
+    labels = [target.flat_label(k) for k in range(target.ndim)]
+    assert labels == [f"mu[{i}, {j}]" for i in range(2) for j in range(3)] + ["s_log__"]

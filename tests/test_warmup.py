@@ -355,3 +355,23 @@ def test_a_mode_no_chain_visits_is_warned_about_on_minibatches():
             idata = pmt.sample_tact(initial_points=np.array([[-u], [u], [-u], [u]]), **kwargs)
     assert not [w for w in caught if "never came near" in str(w.message)]
     assert idata.attrs["missed_mode_mass"] < 0.05
+
+
+@pytest.mark.parametrize("method", ["tact", "replica_exchange"])
+def test_non_finite_gradient_is_named_at_once(method):
+    """A finite log density with a non-finite gradient is the model's arithmetic, not the step:
+    a mixture weight written as ``w`` and ``1 - w`` has a NaN gradient at ``w_logodds__ = 40``
+    (``1 - w`` rounds to 0), where hot replicas of a minibatched mixture went. The run raises
+    at once, naming the coordinate, instead of halving its step ``MAX_WARMUP_BLOWUPS`` times."""
+    y = np.random.default_rng(0).normal(size=50)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 5, shape=2)
+        w = pm.Beta("w", 2, 2)
+        pm.Mixture("y", w=pm.math.stack([w, 1 - w]), comp_dists=pm.Normal.dist(mu, 1.0),
+                   observed=y)
+    sampler = pmt.sample_tact if method == "tact" else pmt.sample_replica_exchange
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(pmt.NonFiniteGradientError, match=r"w_logodds__ = 40 .*chain 0"):
+            sampler(5, tune=5, chains=2, model=model, initial_points=np.array([[0.0, 0.0, 40.0]] * 2),
+                    random_seed=seed(65), progressbar=False)

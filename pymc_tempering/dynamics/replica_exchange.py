@@ -144,6 +144,7 @@ class _Plan(NamedTuple):
     resample_momenta: bool
     exact_energies: Callable | None = None
     exact_from: int | None = None
+    target: Target | None = None  # names the coordinate of a non-finite gradient
 
 
 def _iteration(plan: _Plan, phase=None):
@@ -155,10 +156,20 @@ def _iteration(plan: _Plan, phase=None):
     counted; after the warm-up, or after ``MAX_WARMUP_BLOWUPS``, it raises.
     """
     n_rep = plan.betas.size
+    temperatures = 1.0 / plan.betas
+    logp_and_grad = plan.logp_and_grad
+    if plan.target is not None:
+        logp_and_grad = thermostats.finite_gradient_guard(
+            logp_and_grad, plan.target,
+            lambda i: f"chain {i // n_rep}, the replica at temperature {temperatures[i % n_rep]:.4g}",
+            "a hot replica explores the posterior tempered to its temperature, far into the "
+            "prior's tails: lower max_temperature, or write the model so that its gradient "
+            "stays finite there (pm.Dirichlet for mixture weights rather than w and 1 - w)",
+        )
 
     def iterate(loop: _Loop, settings: TACTSettings, rng: np.random.Generator):
         state, ex, n_steps, scale, n_batches = loop
-        evaluate = thermostats.whitened(plan.logp_and_grad, scale)
+        evaluate = thermostats.whitened(logp_and_grad, scale)
         try:
             for _ in range(plan.steps_per_sample):
                 n_steps += 1
@@ -432,7 +443,7 @@ def _plan(target, ladder, chains, corrected, seeds, steps, resample_momenta) -> 
 
     return _Plan(
         logp_and_grad, energies, np.random.default_rng(seed_exch), 1.0 / ladder, chains,
-        *steps, corrected, bool(resample_momenta), exact, exact_from,
+        *steps, corrected, bool(resample_momenta), exact, exact_from, target,
     )
 
 

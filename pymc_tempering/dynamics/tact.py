@@ -441,7 +441,15 @@ def sample_tact(
     warmup_rng = np.random.default_rng(rng.integers(2**63)) if auto else None
     state = _Loop(thermostats.init(start / scale, settings, rng), 0, scale)
     trace = run_kernel(
-        _iteration(logp_and_grad, int(steps_per_sample), resample_momenta, callback, phase),
+        _iteration(
+            thermostats.finite_gradient_guard(
+                logp_and_grad, target, lambda i: f"chain {i}",
+                "a chain at a high effective temperature explores far into the posterior's "
+                "tails: lower max_temperature, or write the model so that its gradient stays "
+                "finite there (pm.Dirichlet for mixture weights rather than w and 1 - w)",
+            ),
+            int(steps_per_sample), resample_momenta, callback, phase,
+        ),
         state, settings, draws=draws, tune=tune, chains=chains, rng=rng,
         record=_record(settings),
         keep=lambda loop, info: coupling(loop.dynamics.xi, settings)[0] == 1.0,

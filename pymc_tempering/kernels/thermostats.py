@@ -58,7 +58,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pymc_tempering.kernels import Info, check_finite
-from pymc_tempering.sampling import DivergenceError
+from pymc_tempering.sampling import DivergenceError, NonFiniteGradientError
 
 __all__ = [
     "TACTSettings",
@@ -451,6 +451,39 @@ XI_NOISE_BUDGET = 0.05
 WINDOW_ENDS = (0.15, 0.3, 0.5, 0.75)
 
 
+def finite_gradient_guard(
+    logp_and_grad: Callable, target, describe_row: Callable[[int], str], remedy: str
+) -> Callable:
+    """``logp_and_grad`` that raises :class:`~pymc_tempering.sampling.NonFiniteGradientError`
+    where a finite position has a finite log density but a non-finite gradient.
+
+    Without it the next position is NaN and the warm-up halves its step again and again to no
+    avail (measured: a two-component mixture written with ``w`` and ``1 - w``, whose hottest
+    replica reached ``w_logodds__ > 37`` where ``1 - w`` rounds to 0). ``describe_row(i)`` says
+    which chain or replica row ``i`` is; ``remedy`` what to change.
+    """
+
+    def guarded(theta):
+        lp, grad = logp_and_grad(theta)
+        grad = np.asarray(grad)
+        bad = ~np.isfinite(grad)
+        if bad.any():
+            ok_rows = np.isfinite(np.asarray(lp)) & np.all(np.isfinite(theta), axis=-1)
+            bad &= ok_rows[:, None]
+            if bad.any():
+                row, k = (int(i) for i in np.argwhere(bad)[0])
+                raise NonFiniteGradientError(
+                    "The model's log density is finite but its gradient is not at "
+                    f"{target.flat_label(k)} = {theta[row, k]:.6g} (unconstrained; "
+                    f"{describe_row(row)}): no step size cures that, the model's arithmetic "
+                    f"breaks down there (an underflow such as 1 - w == 0, or a log of 0); "
+                    f"{remedy}."
+                )
+        return lp, grad
+
+    return guarded
+
+
 def whitened(logp_and_grad: Callable, scale: np.ndarray) -> Callable:
     """``logp_and_grad`` in the preconditioned coordinates ``u = theta / scale``.
 
@@ -683,7 +716,7 @@ def recover_warmup_blowup(
     otherwise counts the blow-up in ``phase`` and returns ``state`` rescaled to ``scale / 2``
     (:func:`rescale`), from which the iteration is repeated.
     """
-    if phase is None or not phase["warm"]:
+    if phase is None or not phase["warm"] or isinstance(err, NonFiniteGradientError):
         raise err
     phase["blowups"] += 1
     if phase["blowups"] > MAX_WARMUP_BLOWUPS:
