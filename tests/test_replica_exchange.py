@@ -355,3 +355,27 @@ def test_minibatch_run_reproducible_for_a_seed():
     np.testing.assert_array_equal(
         a["replica_exchange"]["swap_accepted"].values, b["replica_exchange"]["swap_accepted"].values
     )
+
+
+def test_noise_variance_of_an_exchange_pair_survives_a_large_mean():
+    """The variance of one minibatch's energy difference is pooled over the minibatches that a
+    pair averages. Per-datum differences of mean 1e6 and sd 1e-3: the plain sum of squares minus
+    the squared sum cancelled to a negative variance (a NaN noise sd and numpy's "invalid value
+    encountered in sqrt", seen on a minibatched mixture at the defaults); it must match the
+    pooled sample variance."""
+    rng = np.random.default_rng(0)
+    m, batches = 50, 3
+    data = 1e6 + 1e-3 * rng.standard_normal((batches, m))  # replica 0's terms; replica 1's are 0
+    calls = iter(range(1, batches))
+
+    def energies(theta):
+        t = np.stack([data[next(calls)], np.zeros(m)])
+        return np.zeros(2), t
+
+    theta = np.zeros((1, 2, 1))
+    first = (np.zeros((1, 2)), np.stack([data[0], np.zeros(m)])[None])
+    _, single, rounds = exchange._averaged_energies(
+        energies, theta, np.array([0]), np.array([batches, batches]), first
+    )
+    assert rounds[0] == batches
+    np.testing.assert_allclose(single[0, 0], m * data.var(ddof=1), rtol=1e-6)

@@ -303,6 +303,10 @@ def _averaged_energies(energies, theta, low, n_batches, first):
     u1, terms = first
     m = terms.shape[-1]
     d = terms[:, low] - terms[:, low + 1]  # (chains, pairs, m)
+    # the sums are of d minus the first minibatch's mean, against the cancellation of
+    # d_sq - d_sum^2 / count when the spread is small beside the mean
+    shift = d.mean(-1)
+    d = d - shift[..., None]
     u_sum = u1.copy()
     d_sum, d_sq, count = d.sum(-1), (d**2).sum(-1), np.full(d.shape[:2], float(m))
     k = np.ones(low.size, dtype=int) if n_batches is None else np.asarray(n_batches)[low]
@@ -317,7 +321,7 @@ def _averaged_energies(energies, theta, low, n_batches, first):
         npair = more.size
         u_sum[:, low[more]] += u_b[:, :npair]
         u_sum[:, low[more] + 1] += u_b[:, npair:]
-        db = t_b[:, :npair] - t_b[:, npair:]
+        db = t_b[:, :npair] - t_b[:, npair:] - shift[:, more, None]
         d_sum[:, more] += db.sum(-1)
         d_sq[:, more] += (db**2).sum(-1)
         count[:, more] += m
@@ -326,7 +330,8 @@ def _averaged_energies(energies, theta, low, n_batches, first):
     u[:, low] = u_sum[:, low] / rounds
     u[:, low + 1] = u_sum[:, low + 1] / rounds
     with np.errstate(invalid="ignore", divide="ignore"):
-        var = (d_sq - d_sum**2 / count) / (count - 1)
+        # rounding can still leave a variance of nothing slightly negative: it is 0
+        var = np.maximum((d_sq - d_sum**2 / count) / (count - 1), 0.0)
     single = np.where(count > 1, m * var, 0.0)
     return u, single, rounds
 
