@@ -373,5 +373,5 @@ def test_non_finite_gradient_is_named_at_once(method):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         with pytest.raises(pmt.NonFiniteGradientError, match=r"w_logodds__ = 40 .*chain 0"):
-            sampler(5, tune=5, chains=2, model=model, initial_points=np.array([[0.0, 0.0, 40.0]] * 2),
-                    random_seed=seed(65), progressbar=False)
+            sampler(5, tune=5, chains=2, model=model, random_seed=seed(65), progressbar=False,
+                    initial_points=np.array([[0.0, 0.0, 40.0]] * 2))

@@ -161,7 +161,8 @@ def _iteration(plan: _Plan, phase=None):
     if plan.target is not None:
         logp_and_grad = thermostats.finite_gradient_guard(
             logp_and_grad, plan.target,
-            lambda i: f"chain {i // n_rep}, the replica at temperature {temperatures[i % n_rep]:.4g}",
+            lambda i: f"chain {i // n_rep}, the replica at temperature "
+            f"{temperatures[i % n_rep]:.4g}",
             "a hot replica explores the posterior tempered to its temperature, far into the "
             "prior's tails: lower max_temperature, or write the model so that its gradient "
             "stays finite there (pm.Dirichlet for mixture weights rather than w and 1 - w)",
