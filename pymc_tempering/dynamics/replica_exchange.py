@@ -134,6 +134,7 @@ class _Plan(NamedTuple):
     """The constants of one iteration."""
 
     logp_and_grad: Callable
+    target: Target  # names the coordinate of a non-finite gradient
     energies: Callable
     exchange_rng: np.random.Generator
     betas: np.ndarray
@@ -144,7 +145,6 @@ class _Plan(NamedTuple):
     resample_momenta: bool
     exact_energies: Callable | None = None
     exact_from: int | None = None
-    target: Target | None = None  # names the coordinate of a non-finite gradient
 
 
 def _iteration(plan: _Plan, phase=None):
@@ -157,16 +157,13 @@ def _iteration(plan: _Plan, phase=None):
     """
     n_rep = plan.betas.size
     temperatures = 1.0 / plan.betas
-    logp_and_grad = plan.logp_and_grad
-    if plan.target is not None:
-        logp_and_grad = thermostats.finite_gradient_guard(
-            logp_and_grad, plan.target,
-            lambda i: f"chain {i // n_rep}, the replica at temperature "
-            f"{temperatures[i % n_rep]:.4g}",
-            "a hot replica explores the posterior tempered to its temperature, far into the "
-            "prior's tails: lower max_temperature, or write the model so that its gradient "
-            "stays finite there (pm.Dirichlet for mixture weights rather than w and 1 - w)",
-        )
+    logp_and_grad = thermostats.finite_gradient_guard(
+        plan.logp_and_grad, plan.target,
+        lambda i: f"chain {i // n_rep}, the replica at temperature {temperatures[i % n_rep]:.4g}",
+        "a hot replica explores the posterior tempered to its temperature, far into the "
+        "prior's tails: lower max_temperature, or write the model so that its gradient stays "
+        "finite there (pm.Dirichlet for mixture weights rather than w and 1 - w)",
+    )
 
     def iterate(loop: _Loop, settings: TACTSettings, rng: np.random.Generator):
         state, ex, n_steps, scale, n_batches = loop
@@ -443,8 +440,8 @@ def _plan(target, ladder, chains, corrected, seeds, steps, resample_momenta) -> 
             return -logp_and_grad(theta)[0], None
 
     return _Plan(
-        logp_and_grad, energies, np.random.default_rng(seed_exch), 1.0 / ladder, chains,
-        *steps, corrected, bool(resample_momenta), exact, exact_from, target,
+        logp_and_grad, target, energies, np.random.default_rng(seed_exch), 1.0 / ladder, chains,
+        *steps, corrected, bool(resample_momenta), exact, exact_from,
     )
 
 
