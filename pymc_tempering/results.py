@@ -191,14 +191,19 @@ def build_result(
     return tree
 
 
-def base_group(target: Target, mean: np.ndarray, variance: np.ndarray, modes=None) -> xr.Dataset:
+def base_group(
+    target: Target, mean: np.ndarray, variance: np.ndarray, modes=None, funnels=None
+) -> xr.Dataset:
     """The ``base`` group: a Gaussian base's mean and variances on the flat unconstrained space.
 
     Its coordinate ``flat_variable`` names the value variable of each flat element, so the
     flat draws can be rebuilt from the result alone (:func:`flat_draws_from_result`). With the
     base's :class:`~pymc_tempering.Modes`, it also holds the optima of its mode search:
     ``mode_point`` (mode, flat), ``mode_log_density``, ``mode_log_mass`` and ``mode_hits``
-    (mode: the search's runs that reached each).
+    (mode: the search's runs that reached each). With ``funnels`` (what
+    :func:`~pymc_tempering.base.funnel_mass` returned for the run), ``funnel_mass``,
+    ``funnel_edge`` and ``funnel_mass_se`` (funnel), with the coordinate ``funnel_variable``
+    naming each spike's flat coordinate.
     """
     labels = np.repeat(np.array(target.names, dtype=object), target.sizes).astype(str)
     data = {"mean": ("flat", np.asarray(mean)), "variance": ("flat", np.asarray(variance))}
@@ -207,7 +212,13 @@ def base_group(target: Target, mean: np.ndarray, variance: np.ndarray, modes=Non
         data["mode_log_density"] = ("mode", modes.log_density)
         data["mode_log_mass"] = ("mode", modes.log_mass)
         data["mode_hits"] = ("mode", modes.hits)
-    return xr.Dataset(data, coords={"flat_variable": ("flat", labels)})
+    coords = {"flat_variable": ("flat", labels)}
+    if funnels:
+        data["funnel_mass"] = ("funnel", [mass for mass, _, _ in funnels.values()])
+        data["funnel_edge"] = ("funnel", [edge for _, edge, _ in funnels.values()])
+        data["funnel_mass_se"] = ("funnel", [se for _, _, se in funnels.values()])
+        coords["funnel_variable"] = ("funnel", [target.flat_label(k) for k in funnels])
+    return xr.Dataset(data, coords=coords)
 
 
 def flat_draws_from_result(idata: DataTree) -> np.ndarray:
