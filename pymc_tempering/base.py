@@ -80,11 +80,11 @@ class Base:
     modes : Modes or None
         The optima of the mode search the base was fitted from (:func:`find_modes`), kept so
         that :func:`~pymc_tempering.diagnose` can see a mode a run never visited.
-    spikes : tuple of (int, float)
+    spikes : tuple of (int, float, float)
         The flat coordinates along which runs of that search ran off without converging (the
-        scale of a centred group going to 0: a spike of the log density), each with the
-        farthest value a run reached; :func:`funnel_mass` looks along them for mass a run never
-        reached.
+        scale of a centred group going to 0: a spike of the log density), each with the value
+        and the log density of the highest run that ended on that side of the prior (at most
+        one each way); :func:`funnel_mass` looks along them for mass a run never reached.
     scale_tril : ndarray, shape (ndim, ndim)
         Lower Cholesky factor ``L`` of ``cov``: ``x = mean + L z`` maps whitened coordinates
         ``z ~ N(0, I)`` to the base (:meth:`unwhiten`).
@@ -307,7 +307,7 @@ class MixtureBase:
     method : str
     modes : Modes or None
         The optima of the mode search the base was fitted from, if any.
-    spikes : tuple of (int, float)
+    spikes : tuple of (int, float, float)
         That search's spikes, as :attr:`Base.spikes`.
     """
 
@@ -1107,8 +1107,8 @@ def _search(target: Target, n_starts: int, random_seed, starts=None):
         else:
             kept.append([logp, x, cov, 1])
     ends.sort(key=lambda f: -f[0])
-    ends = np.array([x for _, x in ends]).reshape(-1, target.ndim)
     spikes = _spikes(ends, centre, prior_sd)
+    ends = np.array([x for _, x in ends]).reshape(-1, target.ndim)
     if not kept:
         return None, ends, prior_sd, spikes
     log_density = np.array([k[0] for k in kept])
@@ -1128,21 +1128,23 @@ def _search(target: Target, n_starts: int, random_seed, starts=None):
 SPIKE_PRIOR_Z = 4.0  # prior sds from the prior draws' mean at which an end of the search is a spike
 
 
-def _spikes(ends: np.ndarray, centre: np.ndarray, prior_sd: np.ndarray) -> tuple:
-    """The spikes among the search's unconverged ends: for each end, the flat coordinate in
-    which it lies farthest from the prior draws' mean in their standard deviations, when that
-    is ``SPIKE_PRIOR_Z`` or more (a centred group's log scale run off towards -inf: -8 to -19 on
-    the centred radon intercepts and eight schools, whose members stay at their mean), with the
-    farthest value any end reached in it."""
-    found: dict[int, float] = {}
-    for end in ends:
+def _spikes(ends: list, centre: np.ndarray, prior_sd: np.ndarray) -> tuple:
+    """The spikes among the search's unconverged ends ``[(log density, point), ...]``: for
+    each end, the flat coordinate in which it lies farthest from the prior draws' mean in their
+    standard deviations, when that is ``SPIKE_PRIOR_Z`` or more (a centred group's log scale
+    run off towards -inf: -8 to -19 on the centred radon intercepts and eight schools, whose
+    members stay at their mean). Per coordinate and side, the end of highest log density:
+    ``((k, value, log density), ...)``. A run that drifted along a flat ridge to the other side
+    (measured: towards large ``tau`` on the centred eight schools) is kept apart from the spike
+    and judged by its own, low, log density (:func:`funnel_mass`)."""
+    found: dict[tuple[int, bool], tuple[int, float, float]] = {}
+    for logp, end in ends:
         z = (end - centre) / prior_sd
         k = int(np.argmax(np.abs(z)))
-        if abs(z[k]) >= SPIKE_PRIOR_Z and abs(end[k] - centre[k]) > abs(
-            found.get(k, centre[k]) - centre[k]
-        ):
-            found[k] = float(end[k])
-    return tuple(sorted(found.items()))
+        key = (k, bool(z[k] > 0))
+        if abs(z[k]) >= SPIKE_PRIOR_Z and (key not in found or logp > found[key][2]):
+            found[key] = (k, float(end[k]), float(logp))
+    return tuple(found[key] for key in sorted(found))
 
 
 def _hessian(target: Target, x: np.ndarray):
@@ -1197,7 +1199,7 @@ FUNNEL_DRAWS = 256  # importance-sampling draws per point of the profile
 FUNNEL_MAX_DIM = 300  # above it the profile's Hessians (2 ndim gradients a point) cost too much
 
 
-def funnel_mass(target: Target, x: np.ndarray, log_weight: np.ndarray, spikes) -> dict:
+def funnel_mass(target: Target, x: np.ndarray, log_weight: np.ndarray, spikes) -> list:
     """The mass of the target that weighted draws never reached in the neck of a funnel.
 
     A centred hierarchical model's log density grows without bound as a group's scale goes to
@@ -1208,8 +1210,9 @@ def funnel_mass(target: Target, x: np.ndarray, log_weight: np.ndarray, spikes) -
     for a missing mass ``m`` (in units of the mass the draws hold; measured on the centred
     eight schools: 0.13 to 0.34 nats low, reliable by every other check). This looks at the
     target itself, along each spike's flat coordinate ``u`` that the draws stay at least
-    ``SPIKE_Z`` weighted standard deviations away from: the profile Laplace approximation of
-    ``u``'s marginal density,
+    ``SPIKE_Z`` weighted standard deviations away from, and whose log density is above every
+    draw's (a spike climbs above the posterior; a run that drifted off along a ridge does not):
+    the profile Laplace approximation of ``u``'s marginal density,
 
         log p(u) ~ max_v log p(u, v) - 1/2 log det(-d2/dv2 log p(u, v)) + const,
 
@@ -1236,29 +1239,31 @@ def funnel_mass(target: Target, x: np.ndarray, log_weight: np.ndarray, spikes) -
     log_weight : ndarray, shape (chain, draw) or (n,)
         Their log importance weights (unnormalised). With a chain axis the standard error
         counts the draws' autocorrelation.
-    spikes : sequence of (int, float)
-        Flat coordinates and the values the search's runs reached in them (:attr:`Base.spikes`).
+    spikes : sequence of (int, float, float)
+        Flat coordinates, the values the search's runs reached in them and the log densities
+        there (:attr:`Base.spikes`).
 
     Returns
     -------
-    dict
-        ``{flat index: (m, edge, standard error)}`` for each spike judged, ``edge`` being the
+    list of (int, float, float, float)
+        ``(flat index, m, edge, standard error)`` for each spike judged, ``edge`` being the
         draws' ``FUNNEL_EDGE`` quantile of ``u`` on the spike's side, and the standard error
         that of the draws' quantiles and of the importance sampling together. Empty with no
         spike to judge, or above ``FUNNEL_MAX_DIM`` parameters.
     """
     if not len(spikes) or target.ndim < 2 or target.ndim > FUNNEL_MAX_DIM:
-        return {}
+        return []
     log_weight = np.asarray(log_weight, dtype=float)
     chains = log_weight.reshape(-1, log_weight.shape[-1]) if log_weight.ndim > 1 else None
     x = np.asarray(x, dtype=float).reshape(-1, target.ndim)
     log_weight = log_weight.reshape(-1)
     w = np.exp(log_weight - logsumexp(log_weight))
-    found = {}
-    for k, spike in spikes:
+    top = float(np.max(target.logp(x)))
+    found = []
+    for k, spike, logp_spike in spikes:
         mean = float(w @ x[:, k])
         sd = float(np.sqrt(w @ (x[:, k] - mean) ** 2))
-        if not abs(spike - mean) >= SPIKE_Z * sd:
+        if not (abs(spike - mean) >= SPIKE_Z * sd and logp_spike > top):
             continue
         side = float(np.sign(spike - mean))
         result = _funnel_profile(target, x, w, int(k), side, spike)
@@ -1274,7 +1279,7 @@ def funnel_mass(target: Target, x: np.ndarray, log_weight: np.ndarray, spikes) -
             se = float(weighted_mean(beyond.reshape(chains.shape), chains)[1])
         else:
             se = float(np.sqrt(FUNNEL_EDGE * (1 - FUNNEL_EDGE) * np.sum(w**2)))
-        found[int(k)] = (mass, edge, float(np.hypot(np.sqrt(2.5) * se, approximation)))
+        found.append((int(k), mass, edge, float(np.hypot(np.sqrt(2.5) * se, approximation))))
     return found
 
 

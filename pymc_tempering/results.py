@@ -214,10 +214,11 @@ def base_group(
         data["mode_hits"] = ("mode", modes.hits)
     coords = {"flat_variable": ("flat", labels)}
     if funnels:
-        data["funnel_mass"] = ("funnel", [mass for mass, _, _ in funnels.values()])
-        data["funnel_edge"] = ("funnel", [edge for _, edge, _ in funnels.values()])
-        data["funnel_mass_se"] = ("funnel", [se for _, _, se in funnels.values()])
-        coords["funnel_variable"] = ("funnel", [target.flat_label(k) for k in funnels])
+        k, mass, edge, se = zip(*funnels, strict=True)
+        data["funnel_mass"] = ("funnel", np.array(mass))
+        data["funnel_edge"] = ("funnel", np.array(edge))
+        data["funnel_mass_se"] = ("funnel", np.array(se))
+        coords["funnel_variable"] = ("funnel", [target.flat_label(i) for i in k])
     return xr.Dataset(data, coords=coords)
 
 

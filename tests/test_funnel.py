@@ -75,8 +75,9 @@ def test_the_mode_search_finds_the_spike_of_a_centred_group(schools):
     no optimum, and the spike is in ``tau_log__`` (the runs end near -19)."""
     modes, _, _, spikes = _search(schools, 32, seed(300))
     assert modes is None
-    assert [k for k, _ in spikes] == [TAU]
-    assert spikes[0][1] < -10
+    below = [s for s in spikes if s[1] < 0]
+    assert [k for k, _, _ in below] == [TAU]
+    assert below[0][1] < -10 and below[0][2] > 50  # far down, and far above the posterior
 
 
 def test_funnel_mass_is_zero_for_exact_draws_and_finds_a_missing_neck(schools):
@@ -86,11 +87,11 @@ def test_funnel_mass_is_zero_for_exact_draws_and_finds_a_missing_neck(schools):
     ``mu, theta`` given ``tau`` is Gaussian, so the profile is exact here and the standard
     error is the draws' quartiles' alone."""
     x, p_small = exact_schools_draws(4000, np.random.default_rng(seed(301)))
-    spikes = [(TAU, -19.0)]
-    mass, _, se = funnel_mass(schools, x, np.zeros(len(x)), spikes)[TAU]
+    spikes = [(TAU, -19.0, 90.0)]
+    [(_, mass, _, se)] = funnel_mass(schools, x, np.zeros(len(x)), spikes)
     assert abs(mass) < K * se, (mass, se)
     kept = x[:, TAU] > 0.0
-    mass, edge, se = funnel_mass(schools, x[kept], np.zeros(kept.sum()), spikes)[TAU]
+    [(_, mass, edge, se)] = funnel_mass(schools, x[kept], np.zeros(kept.sum()), spikes)
     truth = p_small / (1 - p_small)
     assert 0.15 < truth < 0.35
     assert abs(mass - truth) < K * se, (mass, truth, se)
@@ -113,16 +114,19 @@ def test_funnel_mass_needs_its_importance_sampling_on_radon_intercepts():
     n = 20_000
     x = np.tile(np.r_[1.4, 0.0, np.full(85, 1.4), -0.6, -0.3], (n, 1))
     x[:, 1] = np.interp(np.random.default_rng(seed(302)).uniform(size=n), cdf, grid)
-    mass, _, se = funnel_mass(target, x, np.zeros(n), [(1, -19.0)])[1]
+    [(_, mass, _, se)] = funnel_mass(target, x, np.zeros(n), [(1, -19.0, 200.0)])
     assert abs(mass) < K * se, (mass, se)
     assert se < 0.06
 
 
-def test_no_spike_no_check_and_spikes_far_from_the_draws_only(schools):
+def test_only_spikes_far_from_the_draws_and_above_them_are_judged(schools):
     x, _ = exact_schools_draws(500, np.random.default_rng(seed(303)))
-    assert funnel_mass(schools, x, np.zeros(len(x)), []) == {}
-    # a "spike" inside the draws' range is not judged
-    assert funnel_mass(schools, x, np.zeros(len(x)), [(TAU, 1.5)]) == {}
+    assert funnel_mass(schools, x, np.zeros(len(x)), []) == []
+    # an end inside the draws' range, and one far off but below every draw's log density (a
+    # run that drifted along a ridge, not up a spike), are not judged
+    assert funnel_mass(schools, x, np.zeros(len(x)), [(TAU, 1.5, 90.0)]) == []
+    assert funnel_mass(schools, x, np.zeros(len(x)), [(TAU, 25.0, -80.0)]) == []
+    assert len(funnel_mass(schools, x, np.zeros(len(x)), [(TAU, -19.0, 90.0)])) == 1
 
 
 def test_sample_ct_flags_the_neck_it_never_entered():
