@@ -1452,9 +1452,9 @@ def _fit_mixture(
             target, MODE_SEARCH_GROWTH * N_MODE_STARTS, mode_seed
         )
     if modes is not None and not advi and prior_weight == 0:
-        mixture = _laplace_mixture(target, modes, start_seed)
+        mixture = _laplace_mixture(target, modes, start_seed, spikes)
         if mixture is not None:
-            return replace(mixture, spikes=spikes)
+            return mixture
     start_sds: list = []
     # The ADVI runs share their compiled step function (see _AdviSteps).
     steps = _AdviSteps(target.model)
@@ -1582,7 +1582,7 @@ def _fit_mixture(
 LAPLACE_AGREEMENT = 1.0  # nats between the Laplace mass and its importance-sampling check
 
 
-def _laplace_mixture(target: Target, modes: Modes, random_seed) -> MixtureBase | None:
+def _laplace_mixture(target: Target, modes: Modes, random_seed, spikes=()) -> MixtureBase | None:
     """The mixture of the optima's Laplace Gaussians weighted by their Laplace masses, when it
     describes the target: its importance-sampling estimate of log Z (1000 draws) agrees with
     the total Laplace mass within ``LAPLACE_AGREEMENT`` nats; ``None`` otherwise.
@@ -1602,6 +1602,7 @@ def _laplace_mixture(target: Target, modes: Modes, random_seed) -> MixtureBase |
         weights=np.maximum(modes.probabilities, 1e-3 * modes.probabilities.max()),
         method=f"Laplace mixture of {len(components)}",
         modes=modes,
+        spikes=spikes,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
