@@ -220,6 +220,8 @@ def main():
                         help="each method once at its defaults on the proper-prior form")
     parser.add_argument("--seeds", type=int, default=1,
                         help="runs per method and machine (seeds from the machine's seed on)")
+    parser.add_argument("--methods", default=None,
+                        help="comma-separated subset of joint_ct, gibbs_ct, st, ais (default all)")
     parser.add_argument("--out", type=Path, default=RESULTS / "boltzmann_relaxation.json")
     parser.add_argument("--summarise-only", action="store_true",
                         help="rebuild the table and plot from results/boltzmann_relaxation.json")
@@ -245,6 +247,12 @@ def main():
             ("st", 250), ("st", 1000), ("st", 4000),
             ("ais", 200), ("ais", 1000), ("ais", 5000),
         ]
+    if args.methods:
+        chosen = args.methods.split(",")
+        unknown = set(chosen) - {m for m, _ in settings}
+        if unknown:
+            parser.error(f"unknown methods {sorted(unknown)}")
+        settings = [(m, b) for m, b in settings if m in chosen]
     records = []
     enum_times = []
     for k in range(args.models):
