@@ -1208,7 +1208,8 @@ def funnel_mass(target: Target, x: np.ndarray, log_weight: np.ndarray, spikes) -
     step size that suits the rest cannot go, and a run that never enters it shows nothing: no
     divergence, chains that agree, and a log marginal likelihood low by about ``log(1 + m)``
     for a missing mass ``m`` (in units of the mass the draws hold; measured on the centred
-    eight schools: 0.13 to 0.34 nats low, reliable by every other check). This looks at the
+    eight schools at the defaults: up to 0.59 nats low, 12 of 40 runs beyond 4 standard errors
+    and reliable by every other check). This looks at the
     target itself, along each spike's flat coordinate ``u`` that the draws stay at least
     ``SPIKE_Z`` weighted standard deviations away from, and whose log density is above every
     draw's (a spike climbs above the posterior; a run that drifted off along a ridge does not):
@@ -1357,10 +1358,8 @@ def _funnel_profile(target: Target, x, w, k: int, side: float, spike: float):
 
     band = np.concatenate([np.linspace(median, edge, 9), np.linspace(median, inner, 9)[1:]])
     band_logp = []
-    for at in band:  # outwards from the median, each optimisation starting at the last
-        if at == median and band_logp:
-            point[:] = x[np.argmin(np.abs(u - median))]
-        value = profile(at)
+    for at in band:  # from the median to the edge, then on to the other end, each optimisation
+        value = profile(at)  # starting where the last ended
         if value is None:
             return None
         band_logp.append(value)
@@ -1369,6 +1368,7 @@ def _funnel_profile(target: Target, x, w, k: int, side: float, spike: float):
     lower = np.exp(_log_trapezoid(band[:9], band_logp[:9]) - _log_trapezoid(band, band_logp))
     if abs(lower - 0.5) > FUNNEL_AGREEMENT:
         return None
+    # the tail's optimisations start from a draw at the edge, optimised there again
     point[:] = x[np.argmin(np.abs(u - edge))]
     profile(edge)
     tail, tail_logp = [edge], [band_logp[0]]
@@ -1386,8 +1386,8 @@ def _funnel_profile(target: Target, x, w, k: int, side: float, spike: float):
         tail.append(at)
         tail_logp.append(value)
         step *= 1.2
-    if len(tail) < 2:
-        return 0.0, float(-side * edge), 0.0
+    if len(tail) < 2:  # not one point beyond the edge converged: nothing to judge
+        return None
     ratio = np.exp(_log_trapezoid(tail, tail_logp) - _log_trapezoid(band, band_logp))
     # the importance sampling's error in the ratio of the two integrals, at most sqrt(2) times
     # the largest relative error of a point
