@@ -1356,10 +1356,12 @@ def _funnel_profile(target: Target, x, w, k: int, side: float, spike: float):
             + float(logsumexp(log_ratio)) - np.log(len(normal))
         )
 
-    band = np.concatenate([np.linspace(median, edge, 9), np.linspace(median, inner, 9)[1:]])
+    # From the median to the far end, then back down to the edge, each optimisation starting
+    # where the last ended: the tail goes on from the edge.
+    band = np.concatenate([np.linspace(median, inner, 9), np.linspace(median, edge, 9)[1:]])
     band_logp = []
-    for at in band:  # from the median to the edge, then on to the other end, each optimisation
-        value = profile(at)  # starting where the last ended
+    for at in band:
+        value = profile(at)
         if value is None:
             return None
         band_logp.append(value)
@@ -1368,9 +1370,6 @@ def _funnel_profile(target: Target, x, w, k: int, side: float, spike: float):
     lower = np.exp(_log_trapezoid(band[:9], band_logp[:9]) - _log_trapezoid(band, band_logp))
     if abs(lower - 0.5) > FUNNEL_AGREEMENT:
         return None
-    # the tail's optimisations start from a draw at the edge, optimised there again
-    point[:] = x[np.argmin(np.abs(u - edge))]
-    profile(edge)
     tail, tail_logp = [edge], [band_logp[0]]
     step = (median - edge) / 8
     end = -side * spike

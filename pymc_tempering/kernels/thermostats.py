@@ -459,8 +459,8 @@ def finite_gradient_guard(
 
     Without it the next position is NaN and the warm-up halves its step again and again to no
     avail (measured: a two-component mixture written with ``w`` and ``1 - w``, whose replica at
-    ``T = 5412`` reached ``w_logodds__ = 42.6``; above 37 ``1 - w`` rounds to 0). ``describe_row(i)`` says
-    which chain or replica row ``i`` is; ``remedy`` what to change.
+    ``T = 5412`` reached ``w_logodds__ = 42.6``; above 37 ``1 - w`` rounds to 0).
+    ``describe_row(i)`` says which chain or replica row ``i`` is; ``remedy`` what to change.
     """
 
     def guarded(theta):
