@@ -142,6 +142,9 @@ def run_case(name: str, seed: int) -> dict:
         i = int(np.argmax(idata["base"]["funnel_mass"].values))
         extra["funnel_mass"] = float(idata["base"]["funnel_mass"].values[i])
         extra["funnel_mass_se"] = float(idata["base"]["funnel_mass_se"].values[i])
+        # the neck's mass the estimate took from the profile (nats), and the draws' problems
+        extra["funnel_correction"] = float(idata.attrs.get("funnel_correction", np.nan))
+        extra["draws_only_problems"] = list(pmt.diagnose(idata).draws_only)
     return {
         "model": name,
         "seed": seed,

@@ -45,12 +45,15 @@ class LogMarginalLikelihood:
         The estimate from each chain alone; their spread is a check on ``standard_error``.
     method : str
     reliable : bool
-        Whether the run passed every check of :func:`~pymc_tempering.diagnose`. When False the
+        Whether the run passed every check of :func:`~pymc_tempering.diagnose` that bears on
+        the evidence (all but those of ``Diagnosis.draws_only``, which the estimate corrects
+        for). When False the
         estimate and its standard error may be wrong together (a missed mode, an unvisited end
         of the temperature, chains that disagree): do not read the number without reading
         ``problems``.
     problems : tuple of str
-        One sentence per failed check, naming the likely cause and what to do.
+        One sentence per failed check that bears on the evidence, naming the likely cause and
+        what to do.
     """
 
     estimate: float
@@ -120,7 +123,8 @@ def log_marginal_likelihood(idata: DataTree) -> LogMarginalLikelihood:
     Returns
     -------
     LogMarginalLikelihood
-        With ``reliable`` and ``problems`` from :func:`~pymc_tempering.diagnose` on the result.
+        With ``reliable`` and ``problems`` from :func:`~pymc_tempering.diagnose` on the result
+        (its ``evidence_problems``).
 
     Raises
     ------
@@ -149,7 +153,7 @@ def log_marginal_likelihood(idata: DataTree) -> LogMarginalLikelihood:
             "marginal likelihood" + (f": {note}." if note else ".")
         )
     _require(idata, "sample_stats", "log_marginal_likelihood")
-    problems = tuple(diagnose(idata).problems)
+    problems = tuple(diagnose(idata).evidence_problems)
     return LogMarginalLikelihood(
         estimate=float(idata.attrs["log_marginal_likelihood"]),
         standard_error=float(idata.attrs["log_marginal_likelihood_se"]),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 import pymc as pm
@@ -1199,7 +1200,33 @@ FUNNEL_DRAWS = 256  # importance-sampling draws per point of the profile
 FUNNEL_MAX_DIM = 300  # above it the profile's Hessians (2 ndim gradients a point) cost too much
 
 
-def funnel_mass(target: Target, x: np.ndarray, log_weight: np.ndarray, spikes) -> list:
+class Funnel(NamedTuple):
+    """A spike judged by :func:`funnel_mass`: what the draws hold near it, and what the target
+    holds there by the profile along its flat coordinate."""
+
+    index: int
+    """The spike's flat coordinate ``u``."""
+    mass: float
+    """``m``: the target's mass beyond ``edge`` (towards the spike) that the draws lack, in
+    units of the draws' whole weight."""
+    edge: float
+    """The draws' ``FUNNEL_EDGE`` quantile of ``u`` on the spike's side (flat units)."""
+    inner: float
+    """The other end of the band the profile is normalised on, the draws' ``1 - FUNNEL_EDGE``
+    quantile."""
+    tail_ratio: float
+    """The profile's mass beyond ``edge`` over its mass between ``edge`` and ``inner``."""
+    tail_ratio_error: float
+    """The importance sampling's relative error in ``tail_ratio``."""
+    complete: bool
+    """Whether the profile went on until ``FUNNEL_DEPTH`` nats below the band or to the spike;
+    where an optimisation stopped converging before, ``tail_ratio`` is only a lower bound and
+    :func:`funnel_correction` leaves the funnel out."""
+    mass_se: float
+    """The standard error of ``mass``: the draws' quartiles' and the importance sampling's."""
+
+
+def funnel_mass(target: Target, x: np.ndarray, log_weight: np.ndarray, spikes) -> list[Funnel]:
     """The mass of the target that weighted draws never reached in the neck of a funnel.
 
     A centred hierarchical model's log density grows without bound as a group's scale goes to
@@ -1246,11 +1273,10 @@ def funnel_mass(target: Target, x: np.ndarray, log_weight: np.ndarray, spikes) -
 
     Returns
     -------
-    list of (int, float, float, float)
-        ``(flat index, m, edge, standard error)`` for each spike judged, ``edge`` being the
-        draws' ``FUNNEL_EDGE`` quantile of ``u`` on the spike's side, and the standard error
-        that of the draws' quantiles and of the importance sampling together. Empty with no
-        spike to judge, or above ``FUNNEL_MAX_DIM`` parameters.
+    list of Funnel
+        One for each spike judged. Empty with no spike to judge, or above ``FUNNEL_MAX_DIM``
+        parameters. :func:`funnel_correction` puts the profile's mass beyond each ``edge`` into
+        a log marginal likelihood.
     """
     if not len(spikes) or target.ndim < 2 or target.ndim > FUNNEL_MAX_DIM:
         return []
@@ -1267,21 +1293,87 @@ def funnel_mass(target: Target, x: np.ndarray, log_weight: np.ndarray, spikes) -
         if not (abs(spike - mean) >= SPIKE_Z * sd and logp_spike > top):
             continue
         side = float(np.sign(spike - mean))
-        result = _funnel_profile(target, x, w, int(k), side, spike)
-        if result is None:
+        funnel = _funnel_profile(target, x, w, int(k), side, spike)
+        if funnel is None:
             continue
-        mass, edge, approximation = result
         # Its noise: the draws' share beyond the edge is FUNNEL_EDGE by construction, but
         # what they estimate there has a Monte Carlo error (autocorrelation included when the
         # draws come by chain); an error d1 in the share at the edge and d2 at the other end
         # of the band moves the result by 1.5 d1 - 0.5 d2 (for FUNNEL_EDGE = 1/4).
-        beyond = (side * (x[:, k] - edge) > 0).astype(float)
+        beyond = (side * (x[:, k] - funnel.edge) > 0).astype(float)
         if chains is not None:
             se = float(weighted_mean(beyond.reshape(chains.shape), chains)[1])
         else:
             se = float(np.sqrt(FUNNEL_EDGE * (1 - FUNNEL_EDGE) * np.sum(w**2)))
-        found.append((int(k), mass, edge, float(np.hypot(np.sqrt(2.5) * se, approximation))))
+        approximation = (1 - 2 * FUNNEL_EDGE) * funnel.tail_ratio * funnel.tail_ratio_error
+        found.append(funnel._replace(mass_se=float(np.hypot(np.sqrt(2.5) * se, approximation))))
     return found
+
+
+def funnel_correction(x: np.ndarray, log_weight: np.ndarray, funnels) -> tuple[np.ndarray, float]:
+    """Per draw, the log factor that puts the profile's mass of each funnel's neck into an
+    estimate of ``log Z`` as a mean over weighted draws, and that correction's own error.
+
+    The draws beyond a funnel's ``edge`` (towards its spike) are those a run that misses the
+    neck has too few of. Their weight is replaced by the profile's mass there, scaled to the
+    draws by the band where both are seen: a draw beyond the edge gets the factor 0, a draw in
+    the band ``1 + tail_ratio``, any other 1. For weights ``w1`` of the target (continuous
+    tempering's ``p(beta = 1 | x)``),
+
+        mean(w1 f) = mean(w1) - mean(w1 [beyond]) + tail_ratio mean(w1 [band]),
+
+    the draws' mass with the part beyond the edge taken from the profile; its Monte Carlo
+    error comes with the estimator's own (:func:`~pymc_tempering.estimators.log_ratio_by_chain`
+    on ``log w1 + log f``), the correlation between the draws' share and their weights
+    included. Exact when the profile is (a group of Gaussians given its scale); with several
+    funnels the factors multiply, which assumes the necks do not overlap in the draws.
+
+    Parameters
+    ----------
+    x : ndarray, shape (chain, draw, ndim)
+        Flat draws.
+    log_weight : ndarray, shape (chain, draw)
+        Their log weights ``log w1``.
+    funnels : sequence of Funnel
+        What :func:`funnel_mass` returned for these draws; those not ``complete`` are left
+        out.
+
+    Returns
+    -------
+    log_factor : ndarray, shape (chain, draw)
+        ``log f`` (``-inf`` beyond an edge; 0 everywhere with no funnel).
+    error : float
+        The error in ``log mean(w1 f)`` from the importance sampling of the ``tail_ratio``s
+        (added, as they share their normal draws).
+    """
+    x = np.asarray(x, dtype=float)
+    log_factor = np.zeros(x.shape[:-1])
+    parts = []
+    for funnel in funnels:
+        if not funnel.complete:
+            continue
+        u = x[..., funnel.index]
+        side = np.sign(funnel.edge - funnel.inner)  # towards the spike
+        beyond = side * (u - funnel.edge) > 0
+        band = ~beyond & (side * (u - funnel.inner) >= 0)
+        with np.errstate(divide="ignore"):
+            log_factor = log_factor + np.where(
+                beyond, -np.inf, np.where(band, np.log1p(funnel.tail_ratio), 0.0)
+            )
+        parts.append((band, funnel))
+    if not parts:
+        return log_factor, 0.0
+    log_wf = np.asarray(log_weight, dtype=float) + log_factor
+    top = np.max(log_wf)
+    if not np.isfinite(top):
+        return log_factor, 0.0
+    wf = np.exp(log_wf - top)
+    error = 0.0
+    for band, funnel in parts:
+        # d log mean(w1 f) / d log tail_ratio: the corrected mass's share that came from it
+        share = funnel.tail_ratio / (1 + funnel.tail_ratio) * np.sum(wf[band]) / np.sum(wf)
+        error += share * funnel.tail_ratio_error
+    return log_factor, float(error)
 
 
 FUNNEL_AGREEMENT = 0.1  # the profile's share of the draws' middle half below their median: 0.5 +-
@@ -1388,10 +1480,18 @@ def _funnel_profile(target: Target, x, w, k: int, side: float, spike: float):
     if len(tail) < 2:  # not one point beyond the edge converged: nothing to judge
         return None
     ratio = np.exp(_log_trapezoid(tail, tail_logp) - _log_trapezoid(band, band_logp))
-    # the importance sampling's error in the ratio of the two integrals, at most sqrt(2) times
-    # the largest relative error of a point
-    error = (1 - 2 * FUNNEL_EDGE) * ratio * np.sqrt(2) * worst[0]
-    return float((1 - 2 * FUNNEL_EDGE) * ratio - FUNNEL_EDGE), float(-side * edge), float(error)
+    # the importance sampling's relative error in the ratio of the two integrals, at most
+    # sqrt(2) times the largest relative error of a point
+    return Funnel(
+        index=k,
+        mass=float((1 - 2 * FUNNEL_EDGE) * ratio - FUNNEL_EDGE),
+        edge=float(-side * edge),
+        inner=float(-side * inner),
+        tail_ratio=float(ratio),
+        tail_ratio_error=float(np.sqrt(2) * worst[0]),
+        complete=bool(tail[-1] <= end or tail_logp[-1] <= band_logp.max() - FUNNEL_DEPTH),
+        mass_se=float("nan"),
+    )
 
 
 def _log_trapezoid(grid, logp) -> float:

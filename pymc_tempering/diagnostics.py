@@ -43,15 +43,25 @@ class Diagnosis:
         One row per check: ``value``, ``limit``, ``ok`` and what it means.
     problems : list of str
         One sentence per failed check, naming the likely cause and what to do.
+    draws_only : list of str
+        Those of ``problems`` that concern the draws but not the log marginal likelihood,
+        which the result corrects for them (a funnel's neck, whose mass the estimate takes
+        from the profile of the target).
     """
 
     checks: pd.DataFrame
     problems: list[str] = field(default_factory=list)
+    draws_only: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         """Whether every check passed."""
         return not self.problems
+
+    @property
+    def evidence_problems(self) -> list[str]:
+        """The problems that bear on the log marginal likelihood."""
+        return [p for p in self.problems if p not in self.draws_only]
 
     def __str__(self) -> str:
         text = self.checks.to_string()
@@ -114,7 +124,11 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
       of the target along it (:func:`~pymc_tempering.base.funnel_mass`); a problem from 0.05
       and 2.5 of its standard errors (``funnel_mass_se``: the Monte Carlo error of the draws'
       quartiles and the importance sampling's). The neck of a funnel that NUTS never enters
-      gives neither divergences nor disagreeing chains.
+      gives neither divergences nor disagreeing chains. Continuous tempering's log marginal
+      likelihood takes the neck's mass from the profile in any case (root attr
+      ``funnel_correction``, :func:`~pymc_tempering.base.funnel_correction`), so this
+      problem is one of the draws alone (``Diagnosis.draws_only``): their summaries lack
+      the neck, the evidence does not.
     - ``standard_error``: when the result carries the ``target_se`` it was run for (root attrs
       of :func:`~pymc_tempering.sample_ct` and :func:`~pymc_tempering.sample_gibbs_ct`), the
       standard error of log Z against it; a problem above it: the run's extensions did not
@@ -171,11 +185,13 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
                 if "mode_point" in idata["base"]:
                     _check_modes(checks, idata)
                 if "funnel_mass" in idata["base"]:
-                    _check_funnels(checks, idata["base"])
+                    _check_funnels(checks, idata["base"], idata.attrs.get("funnel_correction"))
             if lw.shape[0] > 1:
                 _check_chain_agreement(checks, lw, lw0)
     return Diagnosis(
-        checks=pd.DataFrame.from_dict(checks.rows, orient="index"), problems=checks.problems
+        checks=pd.DataFrame.from_dict(checks.rows, orient="index"),
+        problems=checks.problems,
+        draws_only=checks.draws_only,
     )
 
 
@@ -185,6 +201,7 @@ class _Checks:
 
     rows: dict = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    draws_only: list[str] = field(default_factory=list)
 
     def add(self, name, value, limit, ok, meaning):
         self.rows[name] = {"value": value, "limit": limit, "ok": bool(ok), "meaning": meaning}
@@ -377,7 +394,7 @@ def _check_modes(checks: _Checks, idata: DataTree) -> None:
         )
 
 
-def _check_funnels(checks: _Checks, base) -> None:
+def _check_funnels(checks: _Checks, base, correction: float | None) -> None:
     mass = base["funnel_mass"].values
     # Each estimate rests on the draws' quartiles of the spike's coordinate, whose Monte Carlo
     # error (funnel_mass_se) sets how far above 0 it may be by chance.
@@ -395,16 +412,30 @@ def _check_funnels(checks: _Checks, base) -> None:
     if mass[i] >= limit:
         name = str(base["funnel_variable"].values[i])
         edge = float(base["funnel_edge"].values[i])
-        checks.problems.append(
+        where = (
             f"Beyond {name} = {edge:.3g}, towards the spike that the base's mode search climbed "
             f"there, the target has about {mass[i]:.0%} of the draws' mass more than they hold (a "
             "profile Laplace approximation along it, which reproduces the draws where they "
-            "are): the neck of a funnel that the sampler did not enter. The log marginal "
-            f"likelihood is then too low by about {np.log1p(min(mass[i], 1e3)):.2f} nats and "
-            "its standard error does not show it (measured on the centred eight schools: up "
-            "to 0.59 nats low with no divergence). Non-centre that group, as for "
-            "pm.sample (x = mu + sigma * z with z ~ N(0, 1))."
+            "are): the neck of a funnel that the sampler did not enter. "
         )
+        fix = "Non-centre that group, as for pm.sample (x = mu + sigma * z with z ~ N(0, 1))."
+        ratio = base["funnel_tail_ratio"].values[i] if "funnel_tail_ratio" in base else np.nan
+        corrected = correction is not None and np.isfinite(ratio)
+        if not corrected:
+            checks.problems.append(
+                where + "The log marginal likelihood is then too low by about "
+                f"{np.log1p(min(mass[i], 1e3)):.2f} nats and its standard error does not show "
+                "it (measured on the centred eight schools: up to 0.59 nats low with no "
+                "divergence). " + fix
+            )
+            return
+        problem = (
+            where + "The draws and every summary of them lack that mass (the group's scale "
+            "comes out too large). The log marginal likelihood includes it, from the profile "
+            f"({float(correction):+.2f} nats, attrs['funnel_correction']). " + fix
+        )
+        checks.problems.append(problem)
+        checks.draws_only.append(problem)
 
 
 def precision_goal(target_se: float, log_z: float) -> float:

@@ -149,15 +149,23 @@ def log_ratio_by_chain(log_a, log_b) -> tuple[float, float, np.ndarray]:
     return estimate, se, per_chain
 
 
-def log_marginal_likelihood_ct(delta, log_zeta: float) -> tuple[float, float, np.ndarray]:
+def log_marginal_likelihood_ct(
+    delta, log_zeta: float, log_factor=None, factor_error: float = 0.0
+) -> tuple[float, float, np.ndarray]:
     """The continuous tempering estimate of log Z (eq. 20).
 
-    ``log Z = log zeta + log(sum w1 / sum w0)``.
+    ``log Z = log zeta + log(sum w1 / sum w0)``, or with a per-draw factor ``f`` on the
+    target's weights, ``log zeta + log(sum w1 f / sum w0)``
+    (:func:`~pymc_tempering.base.funnel_correction`).
 
     Parameters
     ----------
     delta : array_like, shape (chain, draw)
     log_zeta : float
+    log_factor : array_like, shape (chain, draw), optional
+        ``log f``; none by default.
+    factor_error : float
+        An error of the factor's own, added in quadrature to the standard error.
 
     Returns
     -------
@@ -171,8 +179,10 @@ def log_marginal_likelihood_ct(delta, log_zeta: float) -> tuple[float, float, np
     """
     delta = _as_chain_draw(delta)
     log_w0, log_w1 = ct_log_weights(delta)
+    if log_factor is not None:
+        log_w1 = log_w1 + _as_chain_draw(log_factor)
     estimate, se, per_chain = log_ratio_by_chain(log_w1, log_w0)
-    return float(log_zeta + estimate), se, log_zeta + per_chain
+    return float(log_zeta + estimate), float(np.hypot(se, factor_error)), log_zeta + per_chain
 
 
 def weighted_mean(values, log_weight) -> tuple[np.ndarray, np.ndarray]:

@@ -202,8 +202,9 @@ def base_group(
     ``mode_point`` (mode, flat), ``mode_log_density``, ``mode_log_mass`` and ``mode_hits``
     (mode: the search's runs that reached each). With ``funnels`` (what
     :func:`~pymc_tempering.base.funnel_mass` returned for the run), ``funnel_mass``,
-    ``funnel_edge`` and ``funnel_mass_se`` (funnel), with the coordinate ``funnel_variable``
-    naming each spike's flat coordinate.
+    ``funnel_edge``, ``funnel_mass_se`` and ``funnel_tail_ratio`` (NaN where the profile's tail
+    is incomplete) (funnel), with the coordinate ``funnel_variable`` naming each spike's flat
+    coordinate.
     """
     labels = np.repeat(np.array(target.names, dtype=object), target.sizes).astype(str)
     data = {"mean": ("flat", np.asarray(mean)), "variance": ("flat", np.asarray(variance))}
@@ -214,11 +215,13 @@ def base_group(
         data["mode_hits"] = ("mode", modes.hits)
     coords = {"flat_variable": ("flat", labels)}
     if funnels:
-        k, mass, edge, se = zip(*funnels, strict=True)
-        data["funnel_mass"] = ("funnel", np.array(mass))
-        data["funnel_edge"] = ("funnel", np.array(edge))
-        data["funnel_mass_se"] = ("funnel", np.array(se))
-        coords["funnel_variable"] = ("funnel", [target.flat_label(i) for i in k])
+        data["funnel_mass"] = ("funnel", np.array([f.mass for f in funnels]))
+        data["funnel_edge"] = ("funnel", np.array([f.edge for f in funnels]))
+        data["funnel_mass_se"] = ("funnel", np.array([f.mass_se for f in funnels]))
+        data["funnel_tail_ratio"] = (  # NaN where the profile's tail is incomplete (no correction)
+            "funnel", np.array([f.tail_ratio if f.complete else np.nan for f in funnels])
+        )
+        coords["funnel_variable"] = ("funnel", [target.flat_label(f.index) for f in funnels])
     return xr.Dataset(data, coords=coords)
 
 

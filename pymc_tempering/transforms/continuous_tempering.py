@@ -27,6 +27,7 @@ from pymc_tempering.base import (
     base_from_result,
     check_base,
     estimate_log_zeta,
+    funnel_correction,
     funnel_mass,
     prepare_base,
     widen_base,
@@ -549,12 +550,18 @@ def ct_result(sampled, target: Target, base: Base, log_zeta: float, *, method: s
     delta = log_zeta + base.logp(x) - target.logp(x)
     log_w0, log_w1 = ct_log_weights(delta)
     funnels = funnel_mass(target, x, log_w1, base.spikes)
+    lml = log_marginal_likelihood_ct(delta, log_zeta)
+    if any(f.complete for f in funnels):
+        # the profile's mass in each neck in place of what the draws hold there
+        uncorrected = lml[0]
+        lml = log_marginal_likelihood_ct(delta, log_zeta, *funnel_correction(x, log_w1, funnels))
+        attrs = {**attrs, "funnel_correction": float(lml[0] - uncorrected)}
     return build_result(
         sampled,
         target,
         method=method,
         log_weight=log_w1,
-        log_marginal_likelihood=log_marginal_likelihood_ct(delta, log_zeta),
+        log_marginal_likelihood=lml,
         attrs={"log_zeta": float(log_zeta), "base_method": base.method, **attrs},
         extra_stats={"log_base_weight": log_w0},
         extra_groups={
