@@ -17,8 +17,9 @@ Models (``--models``, comma-separated; default all but the relaxations):
   model (89 parameters; exact likewise);
 - ``eight_schools``: the evidence suite's eight schools (non-centred; 1-D quadrature);
 - ``eight_schools_centred``: the same eight schools written centred (``theta ~ N(mu, tau)``, the
-  same log Z), whose funnel's neck NUTS does not enter; opt-in: the runs that miss the neck
-  should be marked unreliable (the ``funnel_mass`` check), so the 95% goal does not apply;
+  same log Z), whose funnel's neck NUTS does not enter; opt-in: the estimate takes the neck's
+  mass from the target's profile (``funnel_correction``) and the ``funnel_mass`` check flags
+  the draws that lack it (a problem of the draws, not of the evidence);
 - ``relaxations``: the five 22-unit Boltzmann relaxations of ``boltzmann_relaxation.py``
   (exact by enumeration), written with ``x ~ N(0, I)`` as a proper prior and the log cosh terms
   as a potential (the benchmark's ``pm.Flat`` form has no marginal likelihood); opt-in: about
