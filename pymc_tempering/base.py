@@ -1248,7 +1248,9 @@ def funnel_mass(target: Target, x: np.ndarray, log_weight: np.ndarray, spikes) -
     same normal draws at every ``u``; exact for a group of Gaussians given its scale), on the
     draws' middle half (between their ``FUNNEL_EDGE`` and ``1 - FUNNEL_EDGE`` quantiles of
     ``u``) and from there towards the spike, until it is ``FUNNEL_DEPTH`` nats below the middle
-    or its optimisation stops converging. Normalised by the middle half, where the draws hold
+    or its optimisation stops converging (the coordinates of the other spikes judged held at
+    the draws' weighted medians: optimised, they would climb their own spikes). Normalised by
+    the middle half, where the draws hold
     ``1 - 2 FUNNEL_EDGE`` of their weight, the profile's mass on the spike's side of that band
     is compared with the ``FUNNEL_EDGE`` the draws hold there; the excess is ``m``. The
     profile must first reproduce the draws where both are seen: it must put the draws' median
@@ -1286,14 +1288,19 @@ def funnel_mass(target: Target, x: np.ndarray, log_weight: np.ndarray, spikes) -
     log_weight = log_weight.reshape(-1)
     w = np.exp(log_weight - logsumexp(log_weight))
     top = float(np.max(target.logp(x)))
-    found = []
+    judged = []
     for k, spike, logp_spike in spikes:
         mean = float(w @ x[:, k])
         sd = float(np.sqrt(w @ (x[:, k] - mean) ** 2))
-        if not (abs(spike - mean) >= SPIKE_Z * sd and logp_spike > top):
-            continue
-        side = float(np.sign(spike - mean))
-        funnel = _funnel_profile(target, x, w, int(k), side, spike)
+        if abs(spike - mean) >= SPIKE_Z * sd and logp_spike > top:
+            judged.append((int(k), float(np.sign(spike - mean)), spike))
+    # Along one spike's coordinate the others' coordinates are held at the draws' weighted
+    # medians: optimised, they would climb their own spikes (two centred groups in one model)
+    fixed = {k: _weighted_quantile(x[:, k], w, 0.5) for k, _, _ in judged}
+    found = []
+    for k, side, spike in judged:
+        held = {j: v for j, v in fixed.items() if j != k}
+        funnel = _funnel_profile(target, x, w, k, side, spike, held)
         if funnel is None:
             continue
         # Its noise: the draws' share beyond the edge is FUNNEL_EDGE by construction, but
@@ -1379,21 +1386,29 @@ def funnel_correction(x: np.ndarray, log_weight: np.ndarray, funnels) -> tuple[n
 FUNNEL_AGREEMENT = 0.1  # the profile's share of the draws' middle half below their median: 0.5 +-
 
 
-def _funnel_profile(target: Target, x, w, k: int, side: float, spike: float):
-    """:func:`funnel_mass` along the flat coordinate ``k``, whose spike is on the ``side`` (+-1)
-    of the draws: ``(m, edge, the importance sampling's error in m)``, or ``None`` where the
-    profile of the middle half cannot be computed or does not reproduce the draws."""
-    u = -side * x[:, k]  # the spike at low u
-    order = np.argsort(u)
+def _weighted_quantile(values: np.ndarray, w: np.ndarray, q: float) -> float:
+    """The ``q`` quantile of ``values`` under the weights ``w`` (the first value reaching it)."""
+    order = np.argsort(values)
     cum = np.cumsum(w[order])
+    return float(values[order][min(np.searchsorted(cum, q * cum[-1]), len(values) - 1)])
+
+
+def _funnel_profile(target: Target, x, w, k: int, side: float, spike: float, held=None):
+    """:func:`funnel_mass` along the flat coordinate ``k``, whose spike is on the ``side`` (+-1)
+    of the draws, with the coordinates of ``held`` (index: value) fixed: a :class:`Funnel` with
+    its ``mass_se`` still NaN, or ``None`` where the profile of the middle half cannot be
+    computed or does not reproduce the draws."""
+    held = held or {}
+    u = -side * x[:, k]  # the spike at low u
     edge, median, inner = (
-        u[order][min(np.searchsorted(cum, q * cum[-1]), len(u) - 1)]
-        for q in (FUNNEL_EDGE, 0.5, 1 - FUNNEL_EDGE)
+        _weighted_quantile(u, w, q) for q in (FUNNEL_EDGE, 0.5, 1 - FUNNEL_EDGE)
     )
     if not inner > median > edge:
         return None
-    others = np.flatnonzero(np.arange(target.ndim) != k)
+    index = np.arange(target.ndim)
+    others = np.flatnonzero((index != k) & ~np.isin(index, list(held)))
     point = x[np.argmin(np.abs(u - median))].copy()  # the optimisations start at a draw
+    point[list(held)] = list(held.values())
     normal = np.random.default_rng(0).standard_normal((FUNNEL_DRAWS, others.size))
     worst = [0.0]  # the largest relative standard error of a point's importance sampling
 
