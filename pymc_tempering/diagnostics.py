@@ -124,7 +124,9 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
       of the target along it (:func:`~pymc_tempering.base.funnel_mass`); a problem from 0.05
       and 2.5 of its standard errors (``funnel_mass_se``: the Monte Carlo error of the draws'
       quartiles and the importance sampling's). The neck of a funnel that NUTS never enters
-      gives neither divergences nor disagreeing chains. Continuous tempering's log marginal
+      gives neither divergences nor disagreeing chains (divergences that do occur, all at draws
+      beyond the check's edge, are then also a problem of the draws alone). Continuous
+      tempering's log marginal
       likelihood takes the neck's mass from the profile in any case (root attr
       ``funnel_correction``, :func:`~pymc_tempering.base.funnel_correction`), so this
       problem is one of the draws alone (``Diagnosis.draws_only``): their summaries lack
@@ -173,7 +175,9 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
         beta = posterior[INVERSE_TEMPERATURE].transpose("chain", "draw").values
         _check_temperature_ends(checks, beta, near)
     if stats_ is not None and "diverging" in stats_:
-        _check_divergences(checks, stats_["diverging"], beta, idata.attrs.get("method"))
+        _check_divergences(
+            checks, stats_["diverging"], beta, idata.attrs.get("method"), _corrected_necks(idata)
+        )
     if stats_ is not None and "log_weight" in stats_ and stats_["log_weight"].ndim == 2:
         lw = stats_["log_weight"].transpose("chain", "draw").values
         # Continuous tempering's weights are probabilities, p(beta = 1 | x) <= 1.
@@ -238,10 +242,49 @@ def _check_temperature_ends(checks: _Checks, beta: np.ndarray, near: float) -> N
         )
 
 
-def _check_divergences(checks: _Checks, diverging, beta: np.ndarray | None, method=None) -> None:
+def _corrected_necks(idata: DataTree) -> np.ndarray | None:
+    """``(chain, draw)``: whether each draw lies beyond the edge of a funnel whose mass there the
+    log marginal likelihood takes from the profile (``funnel_correction``); None without one."""
+    if "funnel_correction" not in idata.attrs or "base" not in idata.children:
+        return None
+    base = idata["base"]
+    if "funnel_inner" not in base or "funnel_tail_ratio" not in base:
+        return None
+    corrected = np.isfinite(base["funnel_tail_ratio"].values)
+    if not corrected.any():
+        return None
+    x = flat_draws_from_result(idata)
+    neck = np.zeros(x.shape[:2], dtype=bool)
+    for k, edge, inner in zip(
+        base["funnel_index"].values[corrected],
+        base["funnel_edge"].values[corrected],
+        base["funnel_inner"].values[corrected],
+        strict=True,
+    ):
+        neck |= np.sign(edge - inner) * (x[..., int(k)] - edge) > 0
+    return neck
+
+
+def _check_divergences(
+    checks: _Checks, diverging, beta: np.ndarray | None, method=None, neck=None
+) -> None:
     diverging = diverging.transpose("chain", "draw").values.astype(bool)
     n_div = int(diverging.sum())
     checks.add("divergences", n_div, "0", n_div == 0, "divergent transitions after tuning")
+    if n_div and neck is not None and neck.shape == diverging.shape and neck[diverging].all():
+        # Every divergent transition ended in a funnel's neck, beyond the draws' quartile
+        # towards its spike, where the log marginal likelihood takes the mass from the profile
+        # and not from the draws: the draws miss mass there, the evidence does not.
+        problem = (
+            f"{n_div} of {diverging.size} transitions diverged, every one at a draw in the neck "
+            "of a funnel (beyond the funnel check's edge), so the draws miss part of the mass "
+            "there. The log marginal likelihood takes that mass from the profile of the target "
+            "(attrs['funnel_correction']), so it does not miss it. Non-centre the group, as "
+            "for pm.sample."
+        )
+        checks.problems.append(problem)
+        checks.draws_only.append(problem)
+        return
     # An AIS draw is the end of a run of one transition per rung; it is flagged when any was.
     what = "runs had a divergent transition" if method == "ais" else "transitions diverged"
     if n_div and beta is None:  # no inverse temperature per draw (AIS, ergodic inference, ...)

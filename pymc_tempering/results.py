@@ -202,8 +202,9 @@ def base_group(
     ``mode_point`` (mode, flat), ``mode_log_density``, ``mode_log_mass`` and ``mode_hits``
     (mode: the search's runs that reached each). With ``funnels`` (what
     :func:`~pymc_tempering.base.funnel_mass` returned for the run), ``funnel_mass``,
-    ``funnel_edge``, ``funnel_mass_se`` and ``funnel_tail_ratio`` (NaN where the profile's tail
-    is incomplete) (funnel), with the coordinate ``funnel_variable`` naming each spike's flat
+    ``funnel_edge``, ``funnel_inner`` (the band's other end), ``funnel_index`` (the flat
+    coordinate), ``funnel_mass_se`` and ``funnel_tail_ratio`` (NaN where the profile's tail is
+    incomplete) (funnel), with the coordinate ``funnel_variable`` naming each spike's flat
     coordinate.
     """
     labels = np.repeat(np.array(target.names, dtype=object), target.sizes).astype(str)
@@ -217,6 +218,8 @@ def base_group(
     if funnels:
         data["funnel_mass"] = ("funnel", np.array([f.mass for f in funnels]))
         data["funnel_edge"] = ("funnel", np.array([f.edge for f in funnels]))
+        data["funnel_inner"] = ("funnel", np.array([f.inner for f in funnels]))
+        data["funnel_index"] = ("funnel", np.array([f.index for f in funnels], dtype=int))
         data["funnel_mass_se"] = ("funnel", np.array([f.mass_se for f in funnels]))
         data["funnel_tail_ratio"] = (  # NaN where the profile's tail is incomplete (no correction)
             "funnel", np.array([f.tail_ratio if f.complete else np.nan for f in funnels])

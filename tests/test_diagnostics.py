@@ -84,3 +84,48 @@ def test_diagnose_reads_pseudo_extended_results():
     # an AIS draw ends a run of many transitions: the count is of runs
     tree.attrs["method"] = "ais"
     assert diagnose(tree).problems[0].startswith("2 of 100 runs had a divergent transition:")
+
+
+def test_divergences_in_a_corrected_neck_are_a_problem_of_the_draws_only():
+    """Divergent transitions that all end beyond a funnel's edge, where the log marginal
+    likelihood takes the mass from the profile (``funnel_correction``), are a problem of the
+    draws (``draws_only``) and not of the evidence; one elsewhere is a problem of both."""
+    u = np.tile(np.linspace(-3.0, 3.0, 100), (2, 1))  # the spike at low u; the edge at -1
+    beta = np.full((2, 100), 0.95)
+    base = xr.Dataset(
+        {
+            "mean": ("flat", [0.0]), "variance": ("flat", [1.0]),
+            "funnel_mass": ("funnel", [0.3]), "funnel_mass_se": ("funnel", [0.05]),
+            "funnel_edge": ("funnel", [-1.0]), "funnel_inner": ("funnel", [1.0]),
+            "funnel_index": ("funnel", [0]), "funnel_tail_ratio": ("funnel", [0.6]),
+        },
+        coords={"flat_variable": ("flat", ["u"]), "funnel_variable": ("funnel", ["u"])},
+    )
+
+    def run(diverging, corrected=True):
+        tree = DataTree.from_dict({
+            "/posterior": xr.Dataset({
+                "inverse_temperature": (("chain", "draw"), beta), "u": (("chain", "draw"), u),
+            }),
+            "/sample_stats": xr.Dataset({"diverging": (("chain", "draw"), diverging)}),
+            "/base": base,
+        })
+        if corrected:
+            tree.attrs["funnel_correction"] = 0.2
+        return diagnose(tree)
+
+    diverging = np.zeros((2, 100), dtype=bool)
+    diverging[0, :5] = True  # u from -3 to -2.76: in the neck
+    neck = run(diverging)
+    assert not neck.checks.loc["divergences", "ok"]
+    def diverged(problems):  # (beta stays at 0.95 here: the ends of beta are problems too)
+        return [p for p in problems if "diverged" in p]
+
+    [problem] = diverged(neck.problems)
+    assert "every one at a draw in the neck" in problem
+    assert neck.draws_only == [problem] and not diverged(neck.evidence_problems)
+    # without the correction, and with one divergence in the bulk, the evidence has the problem
+    assert diverged(run(diverging, corrected=False).evidence_problems)
+    diverging[1, 50] = True
+    [problem] = diverged(run(diverging).evidence_problems)
+    assert "median beta" in problem
