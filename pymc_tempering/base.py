@@ -1333,7 +1333,8 @@ def funnel_correction(x: np.ndarray, log_weight: np.ndarray, funnels) -> tuple[n
     error comes with the estimator's own (:func:`~pymc_tempering.estimators.log_ratio_by_chain`
     on ``log w1 + log f``), the correlation between the draws' share and their weights
     included. Exact when the profile is (a group of Gaussians given its scale); with several
-    funnels the factors multiply, which assumes the necks do not overlap in the draws.
+    funnels the factors multiply (each profile holds the other spikes' coordinates at the
+    draws' medians), exact for independent groups.
 
     Parameters
     ----------
