@@ -69,22 +69,11 @@ def build(name: str):
             datasets.radon_intercepts_model(),
             datasets.radon_log_marginal_likelihood(model="intercepts"),
         )
-    if name == "eight_schools":
-        from evidence_suite import PROBLEMS
-
-        return PROBLEMS["eight_schools"].build(), PROBLEMS["eight_schools"].log_z
-    if name == "eight_schools_centred":
-        import pymc as pm
-        from evidence_suite import (
-            PROBLEMS, SCHOOLS_MU_SD, SCHOOLS_SIGMA, SCHOOLS_TAU_SCALE, SCHOOLS_Y,
+    if name in ("eight_schools", "eight_schools_centred"):
+        return (
+            datasets.eight_schools_model(non_centered=name == "eight_schools"),
+            datasets.eight_schools_log_marginal_likelihood(),
         )
-
-        with pm.Model() as model:
-            mu = pm.Normal("mu", 0.0, SCHOOLS_MU_SD)
-            tau = pm.HalfCauchy("tau", SCHOOLS_TAU_SCALE)
-            theta = pm.Normal("theta", mu, tau, shape=len(SCHOOLS_Y))
-            pm.Normal("y", theta, SCHOOLS_SIGMA, observed=SCHOOLS_Y)
-        return model, PROBLEMS["eight_schools"].log_z
     if name.startswith("relaxation_"):
         import boltzmann_relaxation as br
 

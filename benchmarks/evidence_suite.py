@@ -130,6 +130,8 @@ import pytensor.tensor as pt
 from scipy import integrate, stats
 from scipy.special import gammaln, logsumexp
 
+from pymc_tempering import datasets
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -577,9 +579,8 @@ def cauchy_2d() -> Problem:
 
 # --- eight_schools ---------------------------------------------------------------------------
 
-SCHOOLS_Y = np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])
-SCHOOLS_SIGMA = np.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0])
-SCHOOLS_MU_SD, SCHOOLS_TAU_SCALE = 5.0, 5.0
+SCHOOLS_Y, SCHOOLS_SIGMA = datasets.EIGHT_SCHOOLS_Y, datasets.EIGHT_SCHOOLS_SIGMA
+SCHOOLS_MU_SD, SCHOOLS_TAU_SCALE = 5.0, 5.0  # datasets.eight_schools_model's prior scales
 
 
 def _schools_log_marginal(mu, tau):
@@ -591,13 +592,7 @@ def eight_schools() -> Problem:
     j = len(SCHOOLS_Y)
 
     def build():
-        with pm.Model(coords={"school": np.arange(j)}) as model:
-            mu = pm.Normal("mu", 0, SCHOOLS_MU_SD)
-            tau = pm.HalfCauchy("tau", SCHOOLS_TAU_SCALE)
-            theta_tilde = pm.Normal("theta_tilde", 0, 1, dims="school")
-            theta = pm.Deterministic("theta", mu + tau * theta_tilde, dims="school")
-            pm.Normal("y", mu=theta, sigma=SCHOOLS_SIGMA, observed=SCHOOLS_Y, dims="school")
-        return model
+        return datasets.eight_schools_model()
 
     def loglike(theta):
         theta = np.asarray(theta, dtype=float)
@@ -618,21 +613,10 @@ def eight_schools() -> Problem:
             + stats.norm.logpdf(theta[..., 2:]).sum(-1)
         )
 
-    def log_given_tau(tau):
-        # y | tau ~ N(0, diag(sigma^2 + tau^2) + 25 * 1 1^T): mu integrated out too
-        cov = np.diag(SCHOOLS_SIGMA**2 + tau**2) + SCHOOLS_MU_SD**2
-        return stats.multivariate_normal(np.zeros(j), cov).logpdf(SCHOOLS_Y)
-
     @functools.cache
     def truth():
         # Z = int_0^1 p(y | tau(v)) dv with tau = 5 tan(pi v / 2) (the HalfCauchy(5) quantile)
-        shift = -log_given_tau(5.0)
-        value, abserr = integrate.quad(
-            lambda v: np.exp(log_given_tau(SCHOOLS_TAU_SCALE * np.tan(0.5 * np.pi * v)) + shift),
-            0, 1, epsabs=0, epsrel=1e-12, limit=200,
-        )
-        assert abserr < 1e-9 * value
-        return float(np.log(value) - shift)
+        return datasets.eight_schools_log_marginal_likelihood()
 
     def cross_check():
         shift = -_schools_log_marginal(5.0, 5.0)
