@@ -174,9 +174,8 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
         beta = posterior[INVERSE_TEMPERATURE].transpose("chain", "draw").values
         _check_temperature_ends(checks, beta, near)
     if stats_ is not None and "diverging" in stats_:
-        _check_divergences(
-            checks, stats_["diverging"], beta, idata.attrs.get("method"), _corrected_necks(idata)
-        )
+        neck = _corrected_necks(idata) if bool(stats_["diverging"].any()) else None
+        _check_divergences(checks, stats_["diverging"], beta, idata.attrs.get("method"), neck)
     if stats_ is not None and "log_weight" in stats_ and stats_["log_weight"].ndim == 2:
         lw = stats_["log_weight"].transpose("chain", "draw").values
         # Continuous tempering's weights are probabilities, p(beta = 1 | x) <= 1.
