@@ -460,7 +460,8 @@ def _eight_schools_log_given_tau(tau: float) -> float:
     """``log p(y | tau)``: ``y ~ N(0, diag(sigma^2 + tau^2) + 25 * 1 1^T)`` (``theta`` and ``mu``
     integrated out)."""
     cov = np.diag(EIGHT_SCHOOLS_SIGMA**2 + tau**2) + _SCHOOLS_MU_SD**2
-    return float(stats.multivariate_normal(np.zeros(EIGHT_SCHOOLS_Y.size), cov).logpdf(EIGHT_SCHOOLS_Y))
+    normal = stats.multivariate_normal(np.zeros(EIGHT_SCHOOLS_Y.size), cov)
+    return float(normal.logpdf(EIGHT_SCHOOLS_Y))
 
 
 def eight_schools_log_marginal_likelihood() -> float:
