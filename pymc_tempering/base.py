@@ -1411,7 +1411,7 @@ def _funnel_profile(target: Target, x, w, k: int, side: float, spike: float, hel
     point = x[np.argmin(np.abs(u - median))].copy()  # the optimisations start at a draw
     point[list(held)] = list(held.values())
     normal = np.random.default_rng(0).standard_normal((FUNNEL_DRAWS, others.size))
-    worst = [0.0]  # the largest relative standard error of a point's importance sampling
+    samples = {}  # each point's Laplace value and importance log ratios, for the bootstrap
 
     def profile(at):
         """The profile's log density at ``u = at``, or ``None`` where its optimisation does not
@@ -1455,14 +1455,9 @@ def _funnel_profile(target: Target, x, w, k: int, side: float, spike: float, hel
         log_ratio = np.where(np.isnan(log_ratio), -np.inf, log_ratio)
         if not np.any(np.isfinite(log_ratio)):
             return None
-        # its relative standard error, from the weights' effective sample size
-        ratio = np.exp(log_ratio - np.max(log_ratio))
-        ess = np.sum(ratio) ** 2 / np.sum(ratio**2)
-        worst[0] = max(worst[0], float(np.sqrt(max(1 / ess - 1 / len(normal), 0.0))))
-        return (
-            -float(res.fun) - 0.5 * float(np.sum(np.log(values)))
-            + float(logsumexp(log_ratio)) - np.log(len(normal))
-        )
+        laplace = -float(res.fun) - 0.5 * float(np.sum(np.log(values)))
+        samples[float(at)] = (laplace, log_ratio)
+        return laplace + float(logsumexp(log_ratio)) - np.log(len(normal))
 
     # From the median to the far end, then back down to the edge, each optimisation starting
     # where the last ended: the tail goes on from the edge.
@@ -1496,26 +1491,47 @@ def _funnel_profile(target: Target, x, w, k: int, side: float, spike: float, hel
     if len(tail) < 2:  # not one point beyond the edge converged: nothing to judge
         return None
     ratio = np.exp(_log_trapezoid(tail, tail_logp) - _log_trapezoid(band, band_logp))
-    # the importance sampling's relative error in the ratio of the two integrals, at most
-    # sqrt(2) times the largest relative error of a point
     return Funnel(
         index=k,
         mass=float((1 - 2 * FUNNEL_EDGE) * ratio - FUNNEL_EDGE),
         edge=float(-side * edge),
         inner=float(-side * inner),
         tail_ratio=float(ratio),
-        tail_ratio_error=float(np.sqrt(2) * worst[0]),
+        tail_ratio_error=_bootstrap_error(tail, band, samples),
         complete=bool(tail[-1] <= end or tail_logp[-1] <= band_logp.max() - FUNNEL_DEPTH),
         mass_se=float("nan"),
     )
 
 
-def _log_trapezoid(grid, logp) -> float:
-    """Log of the trapezoidal integral of ``exp(logp)`` over the (monotone) ``grid``."""
+FUNNEL_BOOTSTRAP = 200  # resamples of the profile's normal draws for its error
+
+
+def _bootstrap_error(tail, band, samples: dict) -> float:
+    """The importance sampling's relative error in the ratio of the profile's integrals over
+    ``tail`` and ``band``: the standard deviation of its log over bootstrap resamples of the
+    normal draws, the same resample at every point, as the points share their draws (their
+    errors are correlated, and largely cancel in the ratio: the largest error of a point,
+    times sqrt(2), put 0.04 nats into the corrected log Z's standard error on the centred radon
+    intercepts, whose z sd over 40 runs then came out 0.71)."""
+    n = next(iter(samples.values()))[1].size
+    rows = np.random.default_rng(1).integers(0, n, size=(FUNNEL_BOOTSTRAP, n))
+
+    def resampled(grid):
+        return np.stack([
+            samples[float(g)][0] + logsumexp(samples[float(g)][1][rows], axis=1) for g in grid
+        ], axis=1)
+
+    log_ratio = _log_trapezoid(tail, resampled(tail)) - _log_trapezoid(band, resampled(band))
+    return float(np.std(log_ratio[np.isfinite(log_ratio)]))
+
+
+def _log_trapezoid(grid, logp):
+    """Log of the trapezoidal integral of ``exp(logp)`` over the (monotone) ``grid``; with a
+    2-D ``logp`` (rows of values on ``grid``), one per row."""
     grid, logp = np.asarray(grid, dtype=float), np.asarray(logp, dtype=float)
-    return float(
-        logsumexp(np.logaddexp(logp[1:], logp[:-1]) - np.log(2) + np.log(np.abs(np.diff(grid))))
-    )
+    terms = np.logaddexp(logp[..., 1:], logp[..., :-1]) - np.log(2) + np.log(np.abs(np.diff(grid)))
+    out = logsumexp(terms, axis=-1)
+    return float(out) if out.ndim == 0 else out
 
 
 MODE_BARRIER = 5.0  # nats: a deeper dip of the log density between two fits separates modes
