@@ -1521,8 +1521,11 @@ def _bootstrap_error(tail, band, samples: dict) -> float:
             samples[float(g)][0] + logsumexp(samples[float(g)][1][rows], axis=1) for g in grid
         ], axis=1)
 
-    log_ratio = _log_trapezoid(tail, resampled(tail)) - _log_trapezoid(band, resampled(band))
-    return float(np.std(log_ratio[np.isfinite(log_ratio)]))
+    with np.errstate(invalid="ignore"):
+        log_ratio = _log_trapezoid(tail, resampled(tail)) - _log_trapezoid(band, resampled(band))
+    finite = log_ratio[np.isfinite(log_ratio)]
+    # resamples that lost every finite draw of a point: no spread to read, a 100% error
+    return float(np.std(finite)) if finite.size > FUNNEL_BOOTSTRAP // 2 else 1.0
 
 
 def _log_trapezoid(grid, logp):
