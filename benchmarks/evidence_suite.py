@@ -580,7 +580,7 @@ def cauchy_2d() -> Problem:
 # --- eight_schools ---------------------------------------------------------------------------
 
 SCHOOLS_Y, SCHOOLS_SIGMA = datasets.EIGHT_SCHOOLS_Y, datasets.EIGHT_SCHOOLS_SIGMA
-SCHOOLS_MU_SD, SCHOOLS_TAU_SCALE = 5.0, 5.0  # datasets.eight_schools_model's prior scales
+SCHOOLS_MU_SD, SCHOOLS_TAU_SCALE = datasets._SCHOOLS_MU_SD, datasets._SCHOOLS_TAU_SCALE
 
 
 def _schools_log_marginal(mu, tau):

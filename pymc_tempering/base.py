@@ -27,7 +27,7 @@ from scipy import linalg, optimize
 from scipy.special import logsumexp
 
 from pymc_tempering.diagnostics import UNSEEN_OPTIMA_LIMIT
-from pymc_tempering.estimators import unseen_share, weighted_mean
+from pymc_tempering.estimators import beyond_edge, unseen_share, weighted_mean
 from pymc_tempering.sampling import reproducible, split_seed, warn
 from pymc_tempering.target import Target
 
@@ -1296,7 +1296,9 @@ def funnel_mass(target: Target, x: np.ndarray, log_weight: np.ndarray, spikes) -
             judged.append((int(k), float(np.sign(spike - mean)), spike))
     # Along one spike's coordinate the others' coordinates are held at the draws' weighted
     # medians: optimised, they would climb their own spikes (two centred groups in one model)
-    fixed = {k: _weighted_quantile(x[:, k], w, 0.5) for k, _, _ in judged}
+    fixed = {
+        k: float(np.quantile(x[:, k], 0.5, weights=w, method="inverted_cdf")) for k, _, _ in judged
+    }
     found = []
     for k, side, spike in judged:
         held = {j: v for j, v in fixed.items() if j != k}
@@ -1307,7 +1309,7 @@ def funnel_mass(target: Target, x: np.ndarray, log_weight: np.ndarray, spikes) -
         # what they estimate there has a Monte Carlo error (autocorrelation included when the
         # draws come by chain); an error d1 in the share at the edge and d2 at the other end
         # of the band moves the result by 1.5 d1 - 0.5 d2 (for FUNNEL_EDGE = 1/4).
-        beyond = (side * (x[:, k] - funnel.edge) > 0).astype(float)
+        beyond = beyond_edge(x[:, k], funnel.edge, funnel.inner).astype(float)
         if chains is not None:
             se = float(weighted_mean(beyond.reshape(chains.shape), chains)[1])
         else:
@@ -1361,9 +1363,8 @@ def funnel_correction(x: np.ndarray, log_weight: np.ndarray, funnels) -> tuple[n
         if not funnel.complete:
             continue
         u = x[..., funnel.index]
-        side = np.sign(funnel.edge - funnel.inner)  # towards the spike
-        beyond = side * (u - funnel.edge) > 0
-        band = ~beyond & (side * (u - funnel.inner) >= 0)
+        beyond = beyond_edge(u, funnel.edge, funnel.inner)
+        band = ~beyond & ~beyond_edge(u, funnel.inner, funnel.edge)
         with np.errstate(divide="ignore"):
             log_factor = log_factor + np.where(
                 beyond, -np.inf, np.where(band, np.log1p(funnel.tail_ratio), 0.0)
@@ -1387,13 +1388,6 @@ def funnel_correction(x: np.ndarray, log_weight: np.ndarray, funnels) -> tuple[n
 FUNNEL_AGREEMENT = 0.1  # the profile's share of the draws' middle half below their median: 0.5 +-
 
 
-def _weighted_quantile(values: np.ndarray, w: np.ndarray, q: float) -> float:
-    """The ``q`` quantile of ``values`` under the weights ``w`` (the first value reaching it)."""
-    order = np.argsort(values)
-    cum = np.cumsum(w[order])
-    return float(values[order][min(np.searchsorted(cum, q * cum[-1]), len(values) - 1)])
-
-
 def _funnel_profile(target: Target, x, w, k: int, side: float, spike: float, held=None):
     """:func:`funnel_mass` along the flat coordinate ``k``, whose spike is on the ``side`` (+-1)
     of the draws, with the coordinates of ``held`` (index: value) fixed: a :class:`Funnel` with
@@ -1401,8 +1395,8 @@ def _funnel_profile(target: Target, x, w, k: int, side: float, spike: float, hel
     computed or does not reproduce the draws."""
     held = held or {}
     u = -side * x[:, k]  # the spike at low u
-    edge, median, inner = (
-        _weighted_quantile(u, w, q) for q in (FUNNEL_EDGE, 0.5, 1 - FUNNEL_EDGE)
+    edge, median, inner = np.quantile(
+        u, [FUNNEL_EDGE, 0.5, 1 - FUNNEL_EDGE], weights=w, method="inverted_cdf"
     )
     if not inner > median > edge:
         return None

@@ -14,7 +14,13 @@ from arviz_stats.base.array import array_stats
 from scipy import stats
 from xarray import DataTree
 
-from pymc_tempering.estimators import kish_ess, log_ratio_of_means, unseen_share, weighted_mean
+from pymc_tempering.estimators import (
+    beyond_edge,
+    kish_ess,
+    log_ratio_of_means,
+    unseen_share,
+    weighted_mean,
+)
 from pymc_tempering.results import INVERSE_TEMPERATURE, flat_draws_from_result, numerical_floor
 
 __all__ = ["Diagnosis", "diagnose", "missed_modes"]
@@ -259,7 +265,7 @@ def _corrected_necks(idata: DataTree) -> np.ndarray | None:
         base["funnel_inner"].values[corrected],
         strict=True,
     ):
-        neck |= np.sign(edge - inner) * (x[..., int(k)] - edge) > 0
+        neck |= beyond_edge(x[..., int(k)], edge, inner)
     return neck
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "kish_ess",
     "log_mean_exp",
     "log_marginal_likelihood_pe",
+    "beyond_edge",
 ]
 
 
@@ -218,6 +219,13 @@ def weighted_mean(values, log_weight) -> tuple[np.ndarray, np.ndarray]:
     mean = np.einsum("cd,cdk->k", w, flat) / w.size
     se = np.array([_mcse_of_mean(w * (flat[..., k] - mean[k])) for k in range(flat.shape[-1])])
     return mean.reshape(extra), se.reshape(extra)
+
+
+def beyond_edge(u, edge: float, inner: float) -> np.ndarray:
+    """Whether each value of ``u`` lies beyond ``edge`` on the side away from ``inner``: in a
+    funnel's neck, past the draws' quartile (``edge``) towards the spike, ``inner`` being their
+    other quartile (:func:`~pymc_tempering.base.funnel_mass`)."""
+    return np.sign(edge - inner) * (np.asarray(u, dtype=float) - edge) > 0
 
 
 def unseen_share(hits) -> float:

@@ -20,6 +20,7 @@ import pymc as pm
 import pytensor.tensor as pt
 import xarray as xr
 from pymc.model import modelcontext
+from scipy.special import logsumexp
 from xarray import DataTree
 
 from pymc_tempering.base import (
@@ -550,12 +551,12 @@ def ct_result(sampled, target: Target, base: Base, log_zeta: float, *, method: s
     delta = log_zeta + base.logp(x) - target.logp(x)
     log_w0, log_w1 = ct_log_weights(delta)
     funnels = funnel_mass(target, x, log_w1, base.spikes)
-    lml = log_marginal_likelihood_ct(delta, log_zeta)
+    # the profile's mass in each neck in place of what the draws hold there (log f = 0 without)
+    log_factor, factor_error = funnel_correction(x, log_w1, funnels)
+    lml = log_marginal_likelihood_ct(delta, log_zeta, log_factor, factor_error)
     if any(f.complete for f in funnels):
-        # the profile's mass in each neck in place of what the draws hold there
-        uncorrected = lml[0]
-        lml = log_marginal_likelihood_ct(delta, log_zeta, *funnel_correction(x, log_w1, funnels))
-        attrs = {**attrs, "funnel_correction": float(lml[0] - uncorrected)}
+        correction = logsumexp(log_w1 + log_factor) - logsumexp(log_w1)
+        attrs = {**attrs, "funnel_correction": float(correction)}
     return build_result(
         sampled,
         target,
