@@ -145,13 +145,25 @@ def pm_sample_kwargs(nuts_sampler: str | None, sample_kwargs: dict) -> dict:
       user's value variables as ``pm.Flat`` under their value names; PyMC's converters drop
       such names by default (``include_transformed`` for PyMC's and nutpie's,
       ``keep_untransformed`` for the JAX samplers), and the weights need them.
+    - ``nuts``, when given, is copied: ``pm.sample`` writes ``target_accept`` into it.
     - ``blas_cores``, unless given: PyMC raises BLAS to ``cores`` threads around an external
       sampler, which would undo :func:`reproducible`, so it is left alone there (``None``);
       PyMC's own sampler keeps ``"auto"``, which gives each parallel chain one thread.
     """
     kwargs = dict(sample_kwargs)
+    # pm.sample writes target_accept into the ``nuts`` dict it is given: a copy keeps the
+    # caller's dict as it was, and a method's second run (an extension) from raising
+    # "target_accept was defined twice"
+    nuts = dict(kwargs.get("nuts") or {})
+    if "target_accept" in nuts and "target_accept" in kwargs:
+        raise ValueError(
+            "target_accept was given twice: as an argument and in nuts={...}. Give it once, "
+            "as the method's target_accept argument."
+        )
+    if nuts:
+        kwargs["nuts"] = nuts
     if nuts_sampler in ("numpyro", "blackjax"):
-        kwargs["nuts"] = {**kwargs.get("nuts", {}), "keep_untransformed": True}
+        kwargs["nuts"] = {**nuts, "keep_untransformed": True}
     else:
         kwargs["idata_kwargs"] = {**(kwargs.get("idata_kwargs") or {}), "include_transformed": True}
     kwargs.setdefault("blas_cores", "auto" if nuts_sampler == "pymc" else None)

@@ -304,6 +304,25 @@ def test_runs_under_sampler(small_base, sampler):
     _run_backend(small_base, sampler)
 
 
+@pytest.mark.parametrize("sampler", ["pymc", "nutpie"])
+def test_nuts_kwargs_survive_a_second_run_and_stay_the_callers(small_base, sampler):
+    """pm.sample writes target_accept into the nuts dict it is given: the bootstrap round's
+    run then made the final run raise "target_accept was defined twice", and the caller's
+    dict came back changed."""
+    model, base = small_base
+    nuts = {"max_treedepth": 8}
+    idata = pmt.sample_ct(
+        50, tune=50, chains=2, model=model, base=base, nuts_sampler=sampler, bootstrap=1,
+        bootstrap_draws=50, max_extensions=0, nuts=nuts, random_seed=seed(0), progressbar=False,
+    )
+    assert nuts == {"max_treedepth": 8}
+    assert idata["bootstrap"].sizes["round"] == 1
+    with pytest.raises(ValueError, match="target_accept was given twice"):
+        pmt.sample_ct(
+            50, tune=50, model=model, base=base, nuts={"target_accept": 0.95}, progressbar=False
+        )
+
+
 def test_runs_under_numpyro(small_base):
     pytest.importorskip("numpyro")
     _run_backend(small_base, "numpyro")

@@ -288,11 +288,10 @@ def sample_ct(
             tune=tune,
             chains=chains,
             nuts_sampler=nuts_sampler,
-            target_accept=target_accept,
             random_seed=seed,
             progressbar=progressbar,
             model=continuously_tempered_model(target.model, base, log_zeta),
-            **pm_sample_kwargs(nuts_sampler, sample_kwargs),
+            **pm_sample_kwargs(nuts_sampler, {**sample_kwargs, "target_accept": target_accept}),
         )
         return ct_result(
             sampled,

@@ -338,7 +338,8 @@ def sample_pe(
     proposal = _check_proposal(target, proposal)
     beta_min = _check_beta_min(beta_min)
     pe_model = pseudo_extended_model(model, n_pseudo, proposal, beta_min=beta_min)
-    sample_kwargs.setdefault("target_accept", 0.9)
+    if "target_accept" not in (sample_kwargs.get("nuts") or {}):
+        sample_kwargs.setdefault("target_accept", 0.9)
     sampled = pm.sample(
         draws,
         tune=tune,
