@@ -288,15 +288,16 @@ class Target:
 
         return call
 
-    def batched_logp_and_grad(self, random_seed=None):
+    def batched_logp_and_grad(self, random_seed=None, prior: bool = False):
         """``xs (n, ndim) -> (logp (n,), grad (n, ndim))``, compiled once per call of this.
 
         The one batched log density and gradient every driver uses (see
-        :meth:`compile_batched` for minibatches and seeding).
+        :meth:`compile_batched` for minibatches and seeding); with ``prior``, the prior's
+        (:meth:`prior_logp_graph`).
         """
 
         def build(x, values):
-            logp = self.logp_graph(values)
+            logp = self.prior_logp_graph(values) if prior else self.logp_graph(values)
             return [logp, pytensor.grad(logp, x)]
 
         fn = self.compile_batched(build, random_seed)

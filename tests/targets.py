@@ -204,3 +204,21 @@ def table_2_quadrature(u):
     mean = p @ z
     centred = z - mean
     return float(p @ uu), mean, (centred * p[:, None]).T @ centred
+
+
+def minibatch_regression(n: int, batch_size: int | None = None, seed: int = 3):
+    """``y ~ N(a + b x, s)`` on ``n`` simulated points: ``a ~ N(0, 10)``, ``b ~ N(0, 1)``,
+    ``s ~ HalfNormal(2)``, the covariate of mean 50 and sd 10 (``a`` and ``b`` correlated about
+    -0.99 in the posterior); ``pm.Minibatch`` batches of ``batch_size`` (with ``total_size``)
+    when given. Returns the model."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(50, 10, n)
+    y = 3.0 + 0.02 * x + rng.normal(0, 0.5, n)
+    with pm.Model() as model:
+        if batch_size:
+            x, y = pm.Minibatch(x, y, batch_size=batch_size)
+        a = pm.Normal("a", 0, 10)
+        b = pm.Normal("b", 0, 1)
+        s = pm.HalfNormal("s", 2)
+        pm.Normal("y", a + b * x, s, observed=y, total_size=n if batch_size else None)
+    return model

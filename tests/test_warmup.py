@@ -34,6 +34,7 @@ from arviz_stats.base import array_stats
 from checks import K, assert_within_se, mcse_of_mean, seed
 
 import pymc_tempering as pmt
+from pymc_tempering.kernels import thermostats
 
 BATCH = 200
 
@@ -199,6 +200,59 @@ def test_blow_up_during_warm_up_is_undone_and_reported(method):
         assert np.all(np.abs(np.abs(theta) - mode) < 20 * sd)  # at a mode after the warm-up
         with pytest.raises(pmt.DivergenceError, match="diverged at step"):
             sampler(5, tune=5, step_size=0.01, **kwargs)
+
+
+def test_blow_ups_are_undone_in_the_warm_up_and_dropped_as_divergences_after_it():
+    """``recover_blowup``: during the warm-up the iteration restarts from its start with the
+    preconditioner halved (counted; more than ``MAX_WARMUP_BLOWUPS`` raise), after it the start
+    is kept with the same preconditioner and the blow-up counted as a divergence; an explicit
+    step size (no phase) re-raises, and so does a non-finite gradient during the warm-up."""
+    settings = thermostats.TACTSettings(0.01, 1.0, 0.05, 0.0, 1.0, 1.0, tempering=False)
+    rng = np.random.default_rng(0)
+    state = thermostats.init(np.ones((3, 2)), settings, rng)
+    scale = np.full((3, 2), 4.0)
+    err = pmt.DivergenceError("diverged at step 7")
+    phase = {"warm": True, "blowups": 0, "divergences": 0}
+    new, new_scale = thermostats.recover_blowup(err, phase, state, settings, scale, rng,
+                                                tempering=False)
+    np.testing.assert_allclose(new_scale, 2.0)
+    np.testing.assert_allclose(new.theta * new_scale, state.theta * scale)  # the same position
+    assert phase["blowups"] == 1 and phase["divergences"] == 0
+    with pytest.raises(pmt.NonFiniteGradientError):
+        thermostats.recover_blowup(pmt.NonFiniteGradientError("nan"), phase, state, settings,
+                                   scale, rng, tempering=False)
+    phase["blowups"] = thermostats.MAX_WARMUP_BLOWUPS
+    with pytest.raises(pmt.DivergenceError, match="halved the step"):
+        thermostats.recover_blowup(err, phase, state, settings, scale, rng, tempering=False)
+    phase.update(warm=False, blowups=1)
+    for error in (err, pmt.NonFiniteGradientError("nan")):
+        new, new_scale = thermostats.recover_blowup(error, phase, state, settings, scale, rng,
+                                                    tempering=False)
+        assert new_scale is scale and np.array_equal(new.theta, state.theta)
+        assert not np.array_equal(new.r_theta, state.r_theta)  # fresh momenta
+    assert phase["divergences"] == 2 and phase["blowups"] == 1
+    with pytest.raises(pmt.DivergenceError):
+        thermostats.recover_blowup(err, None, state, settings, scale, rng, tempering=False)
+
+
+def test_kicks_are_tamed_only_beyond_max_kick():
+    """``TACTSettings.max_kick`` (set after the ``"auto"`` warm-up) bounds each coordinate's
+    kick ``eta * force`` to that many ``sqrt(eta)``; the step reports ``diverging`` where it
+    did, and a kick inside the bound is the untamed one to the bit."""
+    def force(theta):
+        return np.zeros(theta.shape[0]), np.array([[1.0, 0.0], [1e6, -1e6]])
+
+    settings = thermostats.TACTSettings(0.01, 1.0, 0.0, 0.0, 1.0, 1.0, tempering=False,
+                                        thermostat=False)
+    rng = np.random.default_rng(1)
+    state = thermostats.init(np.zeros((2, 2)), settings, rng)._replace(r_theta=np.zeros((2, 2)))
+    free, info = thermostats.step(state, settings, force, np.random.default_rng(2))
+    assert not info.diverging.any()
+    tamed, info = thermostats.step(state, settings._replace(max_kick=10.0), force,
+                                   np.random.default_rng(2))
+    np.testing.assert_array_equal(info.diverging, [False, True])
+    np.testing.assert_array_equal(tamed.r_theta[0], free.r_theta[0])
+    np.testing.assert_allclose(tamed.r_theta[1], [1.0, -1.0])  # 10 sqrt(0.01), no noise (c = 0)
 
 
 def test_chains_left_in_different_modes_warn_as_pm_sample_does():

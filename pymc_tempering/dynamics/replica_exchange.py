@@ -2,9 +2,11 @@
 exchange test (the poster in ``papers/replica-exchange-sg-thermostats-poster.md``).
 
 A ladder of ``R`` replicas at temperatures ``T_1 = 1 < T_2 < ... < T_R`` is simulated with the
-thermostat kernel of :mod:`pymc_tempering.kernels.thermostats` (``tempering=False`` and one
-inverse temperature per replica: one batched call of the model's log density and gradient per
-step for all replicas). Every ``exchange_every`` steps the exchange move of
+thermostat kernel of :mod:`pymc_tempering.kernels.thermostats` (``tempering=False``; one
+batched call of the model's log density and gradient per step for all replicas). Replica ``j``
+samples ``p(theta) L(theta)^(1 / T_j)``: the likelihood (observed variables and potentials) is
+tempered, the prior is not (:func:`likelihood_tempered`; the poster tempers the whole
+posterior, see there why not here). Every ``exchange_every`` steps the exchange move of
 :mod:`pymc_tempering.kernels.exchange` proposes to swap the positions of neighbouring replicas,
 with the Metropolis test on exact energies and the noise-corrected logistic test (Seita et al.
 2017) on minibatch energies; see that module for the test and the noise estimate. The driver
@@ -47,7 +49,9 @@ def minibatch_exchange_energies(
 ) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """Compile ``theta (n, D) -> (U (n,), t (n, m))`` for the exchange test, once.
 
-    ``U = -log p`` on one fresh minibatch shared by the ``n`` positions, and ``t`` the ``m``
+    ``U = -log L``, the tempered energy (the log density less the prior's, see
+    :func:`likelihood_tempered`), on one fresh minibatch shared by the ``n`` positions, and
+    ``t`` the ``m``
     per-datum log-likelihood terms of the minibatched observed variables on that minibatch
     (already scaled by ``total_size / batch size``), from which the noise of an energy
     difference is estimated. Uses its own seeded copy of the minibatch generators
@@ -56,7 +60,7 @@ def minibatch_exchange_energies(
     observed = target.minibatched_observed
 
     def build(x, values):
-        logp = target.logp_graph(values)
+        logp = target.logp_graph(values) - target.prior_logp_graph(values)
         if not observed:
             return [logp, pt.zeros((0,), dtype="float64")]
         terms = _per_datum_terms(target, observed, values)
@@ -117,6 +121,39 @@ def auto_n_temperatures(max_temperature: float, ndim: int) -> int:
     return int(1 + np.ceil(np.log(max_temperature) / log_ratio))
 
 
+def likelihood_tempered(
+    logp_and_grad: Callable, prior_and_grad: Callable, beta
+) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """``theta (n, D) -> (log p_beta, its gradient)`` with ``log p_beta = log p(theta) + beta
+    log L(theta)``: the likelihood tempered, the prior not.
+
+    ``logp_and_grad`` gives the model's log density ``log p + log L`` (minibatched where the
+    model is) and ``prior_and_grad`` the prior's (with Jacobians); ``beta`` is a scalar or one
+    inverse temperature per row. The poster tempers the whole posterior, ``U / T``. With the
+    hottest temperature at the number of observations (``max_temperature="auto"``) that makes
+    the prior ``N`` times flatter too, nearly improper: on a minibatched linear regression
+    (intercept, slope, half-normal scale; 30,000 data), the hottest replica wandered until
+    the dynamics blew up after the warm-up had halved its step 12 times (2026-11-24). Tempering
+    the likelihood alone keeps every replica a proper density where the prior is proper, and
+    at ``T = N`` it carries about one observation's information, which is what the automatic
+    ladder assumes. With a flat prior (``pm.Flat``) the two are the same. A model without
+    observed variables or potentials (a density written as priors alone) has no likelihood to
+    temper: there ``prior_and_grad`` is zero and the whole density is tempered.
+    """
+
+    def tempered(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        logp, grad = logp_and_grad(points)
+        prior, prior_grad = prior_and_grad(points)
+        b = np.asarray(beta, dtype=float)
+        with np.errstate(invalid="ignore"):
+            return (
+                prior + b * (np.asarray(logp) - prior),
+                prior_grad + np.reshape(b, (-1, 1) if b.ndim else ()) * (grad - prior_grad),
+            )
+
+    return tempered
+
+
 class _Loop(NamedTuple):
     """The driver's state: every replica's dynamics ``(chains * R, ...)``, the exchange
     bookkeeping, the steps taken so far (warm-up included), the diagonal preconditioner of
@@ -131,9 +168,11 @@ class _Loop(NamedTuple):
 
 
 class _Plan(NamedTuple):
-    """The constants of one iteration."""
+    """The constants of one iteration. ``logp_and_grad`` is the model's log density (the
+    ``T = 1`` replica's), ``prior_and_grad`` its prior's; :meth:`tempered` gives a replica's."""
 
     logp_and_grad: Callable
+    prior_and_grad: Callable
     target: Target  # names the coordinate of a non-finite gradient
     energies: Callable
     exchange_rng: np.random.Generator
@@ -146,28 +185,35 @@ class _Plan(NamedTuple):
     exact_energies: Callable | None = None
     exact_from: int | None = None
 
+    def tempered(self, beta) -> Callable:
+        """The log density and gradient at inverse temperature(s) ``beta``
+        (:func:`likelihood_tempered`); one per row for the dynamics of every replica."""
+        return likelihood_tempered(self.logp_and_grad, self.prior_and_grad, beta)
+
 
 def _iteration(plan: _Plan, phase=None):
     """One loop iteration: ``steps_per_sample`` kernel steps, an exchange round every
     ``exchange_every`` steps (counted from the start), then the momentum refresh.
 
-    With the ``"auto"`` warm-up (``phase`` a dict), a blow-up during the warm-up is undone: the
-    iteration's start is kept, the preconditioner halved (the steps with it) and the blow-up
-    counted; after the warm-up, or after ``MAX_WARMUP_BLOWUPS``, it raises.
+    With the ``"auto"`` warm-up (``phase`` a dict), a blow-up is undone
+    (:func:`~pymc_tempering.kernels.thermostats.recover_blowup`): the iteration's start is
+    kept; during the warm-up the preconditioner is halved (the steps with it), after it the
+    iteration is a divergent draw (the ladder's chains stay where they were).
     """
     n_rep = plan.betas.size
     temperatures = 1.0 / plan.betas
     logp_and_grad = thermostats.finite_gradient_guard(
-        plan.logp_and_grad, plan.target,
+        plan.tempered(np.tile(plan.betas, plan.chains)), plan.target,
         lambda i: f"chain {i // n_rep}, the replica at temperature {temperatures[i % n_rep]:.4g}",
-        "a hot replica explores the posterior tempered to its temperature, far into the "
-        "prior's tails: lower max_temperature, or write the model so that its gradient stays "
-        "finite there (pm.Dirichlet for mixture weights rather than w and 1 - w)",
+        "a hot replica explores the prior times the likelihood tempered to its temperature, "
+        "far into the posterior's tails: lower max_temperature, or write the model so that its "
+        "gradient stays finite there (pm.Dirichlet for mixture weights rather than w and 1 - w)",
     )
 
     def iterate(loop: _Loop, settings: TACTSettings, rng: np.random.Generator):
         state, ex, n_steps, scale, n_batches = loop
         evaluate = thermostats.whitened(logp_and_grad, scale)
+        tamed = np.zeros(state.theta.shape[0], dtype=bool)
         try:
             for _ in range(plan.steps_per_sample):
                 n_steps += 1
@@ -176,6 +222,7 @@ def _iteration(plan: _Plan, phase=None):
                     where=f"Replica exchange diverged at step {n_steps}",
                     remedy="reduce step_size or lengthen the warm-up (tune)",
                 )
+                tamed |= info.diverging
                 if n_steps % plan.exchange_every == 0:
                     theta = (state.theta * scale).reshape(plan.chains, n_rep, -1)
                     ex, swapped = exchange.step(
@@ -186,18 +233,19 @@ def _iteration(plan: _Plan, phase=None):
                     if swapped is not theta:  # positions swap; each keeps its replica's units
                         state = state._replace(theta=swapped.reshape(state.theta.shape) / scale)
         except DivergenceError as err:
-            state = thermostats.recover_warmup_blowup(
+            state, scale = thermostats.recover_blowup(
                 err, phase, loop.dynamics, settings, scale, rng, tempering=False
             )
             n = state.theta.shape[0]
-            nan = np.full(n, np.nan)
+            with np.errstate(all="ignore"):
+                energy = -thermostats.whitened(logp_and_grad, scale)(state.theta)[0]
             return (
-                _Loop(state, ex, n_steps, 0.5 * scale, n_batches),
-                Info(nan, np.ones(n, bool), nan),
+                _Loop(state, loop.exchange, n_steps, scale, n_batches),
+                Info(np.ones(n), np.ones(n, bool), energy),
             )
         if plan.resample_momenta:
             state = thermostats.refresh_momenta(state, settings, rng, tempering=False)
-        return _Loop(state, ex, n_steps, scale, n_batches), info
+        return _Loop(state, ex, n_steps, scale, n_batches), info._replace(diverging=tamed)
 
     return iterate
 
@@ -218,29 +266,31 @@ def _replica_scales(plan: _Plan, base: np.ndarray, theta: np.ndarray, eta: float
                     scale=None, spreads=None):
     """Every replica's preconditioner ``(chains * R, D)``.
 
-    At the start (``scale`` None), replica ``j`` gets ``base sqrt(T_j)`` (a tempered Gaussian
-    is ``sqrt(T)`` times wider), ``base (D,)`` the starting preconditioner, capped by the
-    gradient noise measured at its starting points. At the end of a warm-up window it gets,
+    At the start (``scale`` None), replica ``j`` gets the curvature scale of its tempered
+    density (:func:`~pymc_tempering.kernels.thermostats.curvature_scale`) at ``base (D,)``,
+    the model's initial point, capped by the gradient noise measured at its starting points.
+    At the end of a warm-up window it gets,
     as the ``T = 1`` replica does in TACT-HMC, the within-chain spread of its own positions
     over the window (``spreads[j]``, swapped-in positions included: the tempered density's
     spread; :func:`~pymc_tempering.kernels.thermostats.adapted_scale`), capped by the
-    stability limits of its tempered density ``U / T_j`` measured where its chains are
-    (:func:`~pymc_tempering.kernels.thermostats.stability_cap` with the curvature and the
-    gradient noise divided by ``T_j`` and ``T_j^2``). ``theta (chains, R, D)`` are the
-    replicas' positions, ``scale (chains * R, D)`` the current preconditioners.
+    stability limits of its tempered density (:func:`likelihood_tempered`) measured where its
+    chains are (:func:`~pymc_tempering.kernels.thermostats.stability_cap` with that density's
+    curvature and gradient noise). ``theta (chains, R, D)`` are the replicas' positions,
+    ``scale (chains * R, D)`` the current preconditioners.
     """
-    temperatures = 1.0 / plan.betas
-    n_rep = temperatures.size
+    n_rep = plan.betas.size
     out = np.empty((n_rep, theta.shape[-1]))
-    for j, t in enumerate(temperatures):
+    for j, beta in enumerate(plan.betas):
         rows = theta[:, j]
-        grad_var, _ = thermostats.gradient_noise(plan.logp_and_grad, rows)
+        tempered = plan.tempered(beta)
+        grad_var, _ = thermostats.gradient_noise(tempered, rows)
         if scale is None:
-            out[j] = np.fmin(base * np.sqrt(t), thermostats.stability_cap(0.0, grad_var / t**2, eta))
+            width = thermostats.curvature_scale(tempered, base)
+            out[j] = np.fmin(width, thermostats.stability_cap(0.0, grad_var, eta))
             continue
         old = scale.reshape(plan.chains, n_rep, -1)[0, j]
-        curvature = thermostats.curvature_at(plan.logp_and_grad, rows, old) / t
-        out[j] = thermostats.adapted_scale(spreads[j], old, curvature, grad_var / t**2, eta)
+        curvature = thermostats.curvature_at(tempered, rows, old)
+        out[j] = thermostats.adapted_scale(spreads[j], old, curvature, grad_var, eta)
         with np.errstate(divide="ignore"):  # the local width's cap (LOCAL_WIDTHS)
             out[j] = np.fmin(out[j], LOCAL_WIDTHS / np.sqrt(curvature))
     return np.tile(out, (plan.chains, 1))
@@ -288,6 +338,7 @@ def _warmup(plan: _Plan, tune: int, rng: np.random.Generator, phase, max_batches
             loop = _Loop(state, ex, n_steps, new_scale, n_batches)
         if it == tune - 1:
             phase["warm"] = False
+            settings = settings._replace(max_kick=thermostats.MAX_KICK)  # see TACTSettings
         return loop, settings
 
     return warmup
@@ -299,13 +350,16 @@ def _record(chains: int, n_rep: int):
         return {
             "x": theta.reshape(chains, n_rep, theta.shape[-1]),
             "energy": info.energy.reshape(chains, n_rep),
+            # a replica's iteration with a tamed kick (TACTSettings.max_kick) or dropped after
+            # a blow-up; the draws (the T = 1 replica's) diverge where it did
+            "tamed": info.diverging.reshape(chains, n_rep),
             "step": np.full(chains, float(loop.n_steps)),
         }
 
     return record
 
 
-def _replica_group(target: Target, kept_x, kept_energy, ladder) -> xr.Dataset:
+def _replica_group(target: Target, kept_x, kept_energy, ladder, tamed) -> xr.Dataset:
     """All replicas' draws ``(chain, draw, replica, ...)`` of the model's variables."""
     chains, draws, n_rep, _ = kept_x.shape
     values = constrained_draws(target, kept_x)
@@ -317,6 +371,7 @@ def _replica_group(target: Target, kept_x, kept_energy, ladder) -> xr.Dataset:
             model_dims = tuple(f"{name}_dim_{k}" for k in range(extra))
         data[name] = (("chain", "draw", "replica", *model_dims), v)
     data["potential_energy"] = (("chain", "draw", "replica"), kept_energy)
+    data["diverging"] = (("chain", "draw", "replica"), np.asarray(tamed, dtype=bool))
     coords = {
         "chain": np.arange(chains),
         "draw": np.arange(draws),
@@ -423,25 +478,42 @@ def _initial_points(target: Target, initial_points, jitter, shape, seed) -> np.n
     return initial_points.reshape(chains * n_rep, ndim)
 
 
+def _less_prior(energy: Callable, prior_and_grad: Callable) -> Callable:
+    """``theta -> -log L``: an exact energy ``-log p - log L`` less the prior's."""
+
+    def likelihood_energy(theta):
+        return energy(theta) + prior_and_grad(theta)[0]
+
+    return likelihood_energy
+
+
 def _plan(target, ladder, chains, corrected, seeds, steps, resample_momenta) -> _Plan:
     """Compile the log density (and the exchange energies) and fix an iteration's constants."""
     _, _, seed_batch, seed_exch_batch, seed_exch = seeds
     logp_and_grad = target.batched_logp_and_grad(seed_batch)
+    if target.model.observed_RVs or target.model.potentials:
+        prior_and_grad = target.batched_logp_and_grad(prior=True)
+    else:  # no likelihood to temper (a density written as priors alone): temper all of it
+
+        def prior_and_grad(points):
+            return np.zeros(points.shape[0]), np.zeros(points.shape)
+
     exact, exact_from = None, None
     if corrected:
         energies = minibatch_exchange_energies(target, seed_exch_batch)
         full = full_data_energies(target) if ladder.size > 1 else None
         if full is not None:
-            exact, length, m = full
+            full_energy, length, m = full
             exact_from = max(2, int(np.ceil(FULL_PASS_FRACTION * length / m)))
+            exact = _less_prior(full_energy, prior_and_grad)
     else:  # exact energies, from the dynamics' own function
 
         def energies(theta):
-            return -logp_and_grad(theta)[0], None
+            return prior_and_grad(theta)[0] - logp_and_grad(theta)[0], None
 
     return _Plan(
-        logp_and_grad, target, energies, np.random.default_rng(seed_exch), 1.0 / ladder, chains,
-        *steps, corrected, bool(resample_momenta), exact, exact_from,
+        logp_and_grad, prior_and_grad, target, energies, np.random.default_rng(seed_exch),
+        1.0 / ladder, chains, *steps, corrected, bool(resample_momenta), exact, exact_from,
     )
 
 
@@ -477,12 +549,12 @@ def _result(target, trace, ladder, attrs, random_seed):
         "potential_energy": energy[:, :, 0],
         "step": trace.draws["step"],
         "lp": -energy[:, :, 0],
-        "diverging": np.zeros(energy.shape[:2], dtype=bool),
+        "diverging": trace.draws["tamed"][:, :, 0].astype(bool),
         "acceptance_rate": np.ones(energy.shape[:2]),
     }
     attrs = {**attrs, "n_steps": trace.state.n_steps, "swaps_skipped": int(ex.skipped.sum())}
     groups = {
-        "replicas": _replica_group(target, x, energy, ladder),
+        "replicas": _replica_group(target, x, energy, ladder, trace.draws["tamed"]),
         "replica_exchange": _exchange_group(ex, ladder),
         "warmup": xr.Dataset(
             {
@@ -637,7 +709,7 @@ def sample_replica_exchange(
     settings = TACTSettings(
         eta_theta=thermostats.AUTO_STEP_SIZE if auto else float(step_size), eta_xi=1.0, c_theta=float(noise), c_xi=0.0,
         gamma_theta=float(thermal_inertia), gamma_xi=1.0, thermostat=thermostat_on,
-        tempering=False, inverse_temperature=np.tile(1.0 / ladder, chains),
+        tempering=False,  # each replica's density is its own (plan.tempered), not U / T
         per_coordinate=per_coordinate,
     )
     seeds = split_seed(random_seed, 5)
@@ -647,21 +719,25 @@ def sample_replica_exchange(
     shape = (chains, n_rep, target.ndim)
     scale = np.ones((chains * n_rep, target.ndim))
     if auto:
-        base, start = thermostats.start_preconditioner(
-            plan.logp_and_grad, target.ravel(target.model.initial_point()), jitter, shape,
-            np.random.default_rng(seeds[0]), initial_points,
+        point = target.ravel(target.model.initial_point())
+        _, start = thermostats.start_preconditioner(
+            plan.logp_and_grad, point, jitter, shape, np.random.default_rng(seeds[0]),
+            initial_points, noise_cap=False,
         )
         start = _initial_points(target, start, jitter, shape, seeds[0])
         scale = _replica_scales(
-            plan, base, start.reshape(shape), thermostats.AUTO_STEP_SIZE, None
+            plan, point, start.reshape(shape), thermostats.AUTO_STEP_SIZE, None
         )
     else:
         start = _initial_points(target, initial_points, jitter, shape, seeds[0])
     phase = None
     if auto:
-        phase = {"warm": tune > 0, "blowups": 0, "spread": None,
+        phase = {"warm": tune > 0, "blowups": 0, "divergences": 0, "spread": None,
                  "attempted": 0, "noise_sq": 0.0}
-        settings = settings._replace(max_friction=1.0)  # see TACTSettings.max_friction
+        # see TACTSettings.max_friction and max_kick (from the end of the warm-up)
+        settings = settings._replace(
+            max_friction=1.0, max_kick=np.inf if tune > 0 else thermostats.MAX_KICK
+        )
     warmup_rng = np.random.default_rng(rng.integers(2**63)) if auto else None
     # until the first warm-up window sizes the test, every pair takes exact energies if it can
     # (with one minibatch the noise near T = 1 skips nearly every swap, and the ladder would
@@ -680,12 +756,7 @@ def sample_replica_exchange(
         description=f"Replica exchange ({n_rep} replicas, {label} test)",
     )
     blowups = phase["blowups"] if auto else 0
-    if blowups:
-        warn(
-            f"Replica exchange blew up {blowups} times during the warm-up (last: "
-            f"{phase['last_error']}); each time the warm-up repeated the iteration with a "
-            "preconditioner (so a step) half as wide. The draws come after the warm-up."
-        )
+    thermostats.warn_blowups("Replica exchange", phase)
     attrs = {
         "n_replicas": int(n_rep), "max_temperature": float(ladder[-1]),
         "exchange_every": steps[1], "correction_sd": CORRECTION_SD,

@@ -26,7 +26,6 @@ from pymc_tempering.sampling import (
     check_sampler_args,
     reproducible,
     split_seed,
-    warn,
 )
 from pymc_tempering.target import Target
 
@@ -90,14 +89,16 @@ def _noisy(logp_and_grad, energy_sd, gradient_sd, rng):
 def _iteration(logp_and_grad, steps_per_sample: int, resample_momenta: bool, callback, phase):
     """One loop iteration: ``steps_per_sample`` kernel steps, then the momentum refresh.
 
-    With the ``"auto"`` warm-up (``phase`` a dict), a blow-up during the warm-up is undone: the
-    iteration's start is kept, the preconditioner halved (the steps with it) and the blow-up
-    counted; after the warm-up, or after ``MAX_WARMUP_BLOWUPS``, it raises.
+    With the ``"auto"`` warm-up (``phase`` a dict), a blow-up is undone
+    (:func:`~pymc_tempering.kernels.thermostats.recover_blowup`): the iteration's start is
+    kept; during the warm-up the preconditioner is halved (the steps with it), after it the
+    iteration is a divergent draw (the chains stay where they were).
     """
 
     def iterate(loop: _Loop, settings: TACTSettings, rng: np.random.Generator):
         state, n_steps, scale = loop
         evaluate = thermostats.whitened(logp_and_grad, scale)
+        tamed = np.zeros(state.theta.shape[0], dtype=bool)
         try:
             for _ in range(steps_per_sample):
                 if callback is not None:
@@ -108,17 +109,20 @@ def _iteration(logp_and_grad, steps_per_sample: int, resample_momenta: bool, cal
                     where=f"TACT-HMC diverged at step {n_steps}",
                     remedy="reduce step_size, raise noise or lengthen the warm-up (tune)",
                 )
+                tamed |= info.diverging
         except DivergenceError as err:
-            state = thermostats.recover_warmup_blowup(
+            state, scale = thermostats.recover_blowup(
                 err, phase, loop.dynamics, settings, scale, rng, tempering=settings.tempering
             )
             n = state.theta.shape[0]
-            nan = np.full(n, np.nan)
-            return _Loop(state, n_steps, 0.5 * scale), _Info(nan, np.ones(n, bool), nan, nan)
+            with np.errstate(all="ignore"):
+                energy = -thermostats.whitened(logp_and_grad, scale)(state.theta)[0]
+            kinetic = thermostats.kinetic_temperature(state, settings)
+            return _Loop(state, n_steps, scale), _Info(np.ones(n), np.ones(n, bool), energy, kinetic)
         kinetic = thermostats.kinetic_temperature(state, settings)
         if resample_momenta:
             state = thermostats.refresh_momenta(state, settings, rng)
-        return _Loop(state, n_steps, scale), _Info(*info, kinetic)
+        return _Loop(state, n_steps, scale), _Info(*info._replace(diverging=tamed), kinetic)
 
     return iterate
 
@@ -158,6 +162,7 @@ def _warmup(logp_and_grad, tune: int, adapt_tempering: bool, rng: np.random.Gene
             loop = _Loop(state, n_steps, new_scale)
         if it == tune - 1:
             phase["warm"] = False
+            settings = settings._replace(max_kick=thermostats.MAX_KICK)  # see TACTSettings
         return loop, settings
 
     return warmup
@@ -179,6 +184,7 @@ def _record(settings: TACTSettings):
             "kinetic_temperature": info.kinetic_temperature,
             "potential_energy": info.energy,
             "step": np.full(state.xi.shape, float(loop.n_steps)),
+            "diverging": np.asarray(info.diverging, dtype=bool),
         }
 
     return record
@@ -243,7 +249,7 @@ def _initial_points(target: Target, initial_points, jitter, chains, seed) -> np.
 def _result(target, trace, settings, attrs, random_seed):
     stats = {name: trace.draws[name] for name in STATS}
     energy = stats["potential_energy"]
-    stats["diverging"] = np.zeros(energy.shape, dtype=bool)
+    stats["diverging"] = trace.draws["diverging"].astype(bool)
     stats["acceptance_rate"] = np.ones(energy.shape)
     stats["lp"] = -energy
     groups = {
@@ -435,9 +441,11 @@ def sample_tact(
         settings = settings._replace(
             eta_xi=thermostats.tempering_step_size(thermostats.gradient_noise(logp_and_grad, start)[1])
         )
-    phase = {"warm": tune > 0, "blowups": 0, "spread": None} if auto else None
-    if auto:  # see TACTSettings.max_friction
-        settings = settings._replace(max_friction=1.0)
+    phase = {"warm": tune > 0, "blowups": 0, "divergences": 0, "spread": None} if auto else None
+    if auto:  # see TACTSettings.max_friction and max_kick (from the end of the warm-up)
+        settings = settings._replace(
+            max_friction=1.0, max_kick=np.inf if tune > 0 else thermostats.MAX_KICK
+        )
     warmup_rng = np.random.default_rng(rng.integers(2**63)) if auto else None
     state = _Loop(thermostats.init(start / scale, settings, rng), 0, scale)
     trace = run_kernel(
@@ -459,12 +467,7 @@ def sample_tact(
         max_iterations=max_iterations, trajectory=STATS,
     )
     retries = phase["blowups"] if auto else 0
-    if retries:
-        warn(
-            f"TACT-HMC blew up {retries} times during the warm-up (last: "
-            f"{phase['last_error']}); each time the warm-up repeated the iteration with a "
-            "preconditioner (so a step) half as wide. The draws come after the warm-up."
-        )
+    thermostats.warn_blowups("TACT-HMC", phase)
     settings = trace.params
     attrs = {
         "variant": variant, "step_size": settings.eta_theta, "step_size_tempering": settings.eta_xi,

@@ -58,7 +58,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pymc_tempering.kernels import Info, check_finite
-from pymc_tempering.sampling import DivergenceError, NonFiniteGradientError
+from pymc_tempering.sampling import DivergenceError, NonFiniteGradientError, warn
 
 __all__ = [
     "TACTSettings",
@@ -129,6 +129,18 @@ class TACTSettings(NamedTuple):
         a step forgets its momentum entirely. At equilibrium the thermostats sit near
         ``c + eta sigma_f^2 / 2`` (at most 0.15 with the warm-up's noise cap), so the bound
         acts only in such transients.
+    max_kick : float
+        Upper bound on each coordinate's deterministic kick ``eta_theta * force`` in one step,
+        in thermal momentum standard deviations ``sqrt(eta_theta)`` (default no bound;
+        ``step_size="auto"`` sets ``MAX_KICK`` at the end of the warm-up, whose blow-ups halve
+        the preconditioner instead, which brings a far start to the posterior faster than a
+        bounded kick: from ``theta = 50`` on the sign-flip model, bounded kicks had covered a
+        quarter of the way after 100 warm-up iterations): a taming of the Euler step (Hutzenthaler,
+        Jentzen and Kloeden 2012; the tamed Langevin algorithm of Brosse et al. 2019) that
+        acts only where the force is far beyond its equilibrium size. Without it a chain thrown
+        against a stiff wall (a hot replica's half-normal scale, whose log density has
+        exponential walls on both sides) bounced to ``log s = -300`` in a few steps. A step
+        whose kick was tamed reports ``diverging``.
     per_coordinate : bool
         One thermostat per coordinate of ``theta`` (True) instead of the paper's one scalar
         (False, the default here). A scalar thermostat holds the mean kinetic temperature over
@@ -154,7 +166,18 @@ class TACTSettings(NamedTuple):
     tempering: bool = True
     inverse_temperature: float | np.ndarray = 1.0
     max_friction: float = np.inf
+    max_kick: float = np.inf
     per_coordinate: bool = False
+
+
+#: ``TACTSettings.max_kick`` of ``step_size="auto"``: ten thermal momentum standard deviations.
+#: At equilibrium a kick is about ``eta |force|`` with ``|force|`` of order one in the
+#: preconditioner's units (0.1 of a thermal sd at ``eta = 0.01``), and the warm-up's noise cap
+#: keeps the minibatch noise's share below 0.5 of one, so the bound acts only far from
+#: equilibrium: on a minibatched regression (30,000 data, 2026-11-24) in the first warm-up
+#: windows and, after them, 7 to 24 times in 10,000 steps, all at the hottest replica of
+#: replica exchange (measured with the bound from the start).
+MAX_KICK = 10.0
 
 
 class TACTState(NamedTuple):
@@ -382,8 +405,8 @@ def step(
     -------
     new_state : TACTState
     info : Info
-        ``acceptance_rate`` 1, ``diverging`` False, ``energy`` the potential ``U = -log p`` at
-        the old ``theta`` (where the gradient was taken).
+        ``acceptance_rate`` 1, ``diverging`` where a kick was tamed (``max_kick``), ``energy``
+        the potential ``U = -log p`` at the old ``theta`` (where the gradient was taken).
 
     Raises
     ------
@@ -399,16 +422,22 @@ def step(
     new = state._replace(z_theta=z_theta, z_xi=z_xi)
     if s.tempering:
         new = _move_xi(new, s, energy, dlam, z_xi, normals[:, -1])
+    kick = s.eta_theta * np.asarray(force, dtype=float)
+    limit = s.max_kick * np.sqrt(s.eta_theta)
+    with np.errstate(invalid="ignore"):
+        tamed = np.abs(kick) > limit
+    if tamed.any():  # only there, so that runs the bound does not touch keep their bits
+        kick = np.where(tamed, np.clip(kick, -limit, limit), kick)
     r_theta = (
         state.r_theta
-        + lam[:, None] * (s.eta_theta * force + np.sqrt(2.0 * s.c_theta * s.eta_theta) * normals[:, :-1])
+        + lam[:, None] * (kick + np.sqrt(2.0 * s.c_theta * s.eta_theta) * normals[:, :-1])
         - (lam**2)[:, None] * (z_theta if s.per_coordinate else z_theta[:, None])
         * state.r_theta
     )
     new = new._replace(theta=state.theta + r_theta, r_theta=r_theta)
     check_finite([new.theta, energy], where, remedy)
     n = energy.shape[0]
-    return new, Info(np.ones(n), np.zeros(n, dtype=bool), energy)
+    return new, Info(np.ones(n), tamed.any(axis=-1), energy)
 
 
 def thermostat_reference(
@@ -699,7 +728,7 @@ def rescale(
     return refresh_momenta(state, settings, rng, tempering=tempering)
 
 
-def recover_warmup_blowup(
+def recover_blowup(
     err: Exception,
     phase: dict | None,
     state: TACTState,
@@ -708,16 +737,27 @@ def recover_warmup_blowup(
     rng: np.random.Generator,
     *,
     tempering: bool,
-) -> TACTState:
-    """Undo a blow-up during the warm-up: the chains moved to a preconditioner half as wide.
+) -> tuple[TACTState, np.ndarray]:
+    """Undo a blow-up of the ``"auto"`` step size: ``(state, scale)`` to repeat from.
 
-    Re-raises ``err`` outside the warm-up (``phase`` None or not warm), and a
-    :class:`DivergenceError` once more than ``MAX_WARMUP_BLOWUPS`` blow-ups were undone;
-    otherwise counts the blow-up in ``phase`` and returns ``state`` rescaled to ``scale / 2``
-    (:func:`rescale`), from which the iteration is repeated.
+    ``state`` is the iteration's start. During the warm-up the chains move to a preconditioner
+    half as wide (:func:`rescale`), and the blow-up is counted in ``phase["blowups"]``; more
+    than ``MAX_WARMUP_BLOWUPS`` raise a :class:`DivergenceError`. After the warm-up the
+    iteration is dropped as a divergent transition is in NUTS: the chains stay where it began,
+    with fresh momenta and the same preconditioner, and ``phase["divergences"]`` counts it
+    (the driver marks the draw ``diverging``, and the run's checks report it), a non-finite
+    gradient (:class:`NonFiniteGradientError`) too: a chain thrown far out by a stiff wall (a
+    hot replica of a half-normal scale reached ``log s = -300`` on a regression) meets one.
+    Re-raises ``err`` with an explicit step size (``phase`` None), and a non-finite gradient
+    during the warm-up, where it names the model's arithmetic as the cause (``1 - w == 0``):
+    no step size cures that.
     """
-    if phase is None or not phase["warm"] or isinstance(err, NonFiniteGradientError):
+    if phase is None or (phase["warm"] and isinstance(err, NonFiniteGradientError)):
         raise err
+    if not phase["warm"]:
+        phase["divergences"] = phase.get("divergences", 0) + 1
+        phase["last_divergence"] = str(err)
+        return refresh_momenta(state, settings, rng, tempering=tempering), scale
     phase["blowups"] += 1
     if phase["blowups"] > MAX_WARMUP_BLOWUPS:
         raise DivergenceError(
@@ -726,7 +766,27 @@ def recover_warmup_blowup(
             "log density is not finite, or pass a smaller step_size."
         ) from err
     phase["last_error"] = str(err)
-    return rescale(state, settings, scale, 0.5 * scale, rng, tempering=tempering)
+    return rescale(state, settings, scale, 0.5 * scale, rng, tempering=tempering), 0.5 * scale
+
+
+def warn_blowups(method: str, phase: dict | None) -> None:
+    """Warn about what :func:`recover_blowup` undid in a run of ``method`` (its name)."""
+    if phase is None:
+        return
+    if phase["blowups"]:
+        warn(
+            f"{method} blew up {phase['blowups']} times during the warm-up (last: "
+            f"{phase['last_error']}); each time the warm-up repeated the iteration with a "
+            "preconditioner (so a step) half as wide. The draws come after the warm-up."
+        )
+    if phase.get("divergences"):
+        warn(
+            f"{method} blew up {phase['divergences']} times after the warm-up (last: "
+            f"{phase['last_divergence']}); each time the iteration was dropped and its draw "
+            "marked diverging (sample_stats['diverging']): the chains reached a region stiffer "
+            "than their step, and the draws miss what lies there. A longer tune, or a lower "
+            "max_temperature for replica exchange, may avoid it."
+        )
 
 
 def start_preconditioner(
