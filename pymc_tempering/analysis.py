@@ -18,7 +18,7 @@ from xarray import DataTree
 
 from pymc_tempering.diagnostics import diagnose
 from pymc_tempering.estimators import kish_ess, weighted_mean
-from pymc_tempering.results import METHOD_VARIABLES, PSEUDO_SAMPLE
+from pymc_tempering.results import METHOD_VARIABLES, PSEUDO_SAMPLE, check_result
 from pymc_tempering.sampling import split_seed
 
 __all__ = [
@@ -79,6 +79,7 @@ class LogMarginalLikelihood:
 
 
 def _require(idata: DataTree, group: str, var: str | None = None):
+    check_result(idata)
     if group not in idata.children or (var is not None and var not in idata[group]):
         what = f"{group}.{var}" if var else group
         raise ValueError(
@@ -131,7 +132,10 @@ def log_marginal_likelihood(idata: DataTree) -> LogMarginalLikelihood:
     ValueError
         When the result carries no evidence, or its model has an improper prior (``pm.Flat``,
         ``pm.HalfFlat``): such a model has no marginal likelihood.
+    TypeError
+        When ``idata`` is not a DataTree (``fit_ergodic``'s approximation, say).
     """
+    check_result(idata)
     if (
         "log_marginal_likelihood" not in idata.attrs
         and "sample_stats" in idata.children

@@ -21,7 +21,12 @@ from pymc_tempering.estimators import (
     unseen_share,
     weighted_mean,
 )
-from pymc_tempering.results import INVERSE_TEMPERATURE, flat_draws_from_result, numerical_floor
+from pymc_tempering.results import (
+    INVERSE_TEMPERATURE,
+    check_result,
+    flat_draws_from_result,
+    numerical_floor,
+)
 
 __all__ = ["Diagnosis", "diagnose", "missed_modes"]
 
@@ -153,7 +158,13 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
     Returns
     -------
     Diagnosis
+
+    Raises
+    ------
+    TypeError
+        When ``idata`` is not a DataTree (``fit_ergodic``'s approximation, say).
     """
+    check_result(idata)
     checks = _Checks()
     if "improper_prior" in idata.attrs:
         checks.problems.append(

@@ -48,7 +48,10 @@ def numerical_floor(log_z: float) -> float:
     """The least standard error reported for an estimate ``log_z`` of log Z (rounding)."""
     return NUMERICAL_RESOLUTION * max(1.0, abs(float(log_z)))
 
-__all__ = ["build_result", "base_group", "flat_draws_from_result", "METHOD_VARIABLES", "PSEUDO_SAMPLE"]
+__all__ = [
+    "build_result", "base_group", "check_result", "flat_draws_from_result", "METHOD_VARIABLES",
+    "PSEUDO_SAMPLE",
+]
 
 # Names of the method variables a result's posterior may hold beside the model's own.
 INVERSE_TEMPERATURE = "inverse_temperature"
@@ -226,6 +229,21 @@ def base_group(
         )
         coords["funnel_variable"] = ("funnel", [target.flat_label(f.index) for f in funnels])
     return xr.Dataset(data, coords=coords)
+
+
+def check_result(idata) -> None:
+    """Refuse what is not a result ``DataTree``, saying what to pass instead (``TypeError``)."""
+    if isinstance(idata, DataTree):
+        return
+    hint = (
+        " fit_ergodic returns an approximation, as pm.fit does: pass its .sample(), a DataTree."
+        if hasattr(idata, "sample") and hasattr(idata, "stein_gap")
+        else ""
+    )
+    raise TypeError(
+        f"Expected the xarray.DataTree a pymc_tempering method returns, got "
+        f"{type(idata).__name__}.{hint}"
+    )
 
 
 def flat_draws_from_result(idata: DataTree) -> np.ndarray:

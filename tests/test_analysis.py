@@ -68,6 +68,24 @@ def test_unweighted_result_refused_by_weighted_tools():
         pmt.weighted_summary(tree)
 
 
+def test_what_is_not_a_result_is_refused_with_what_to_pass():
+    """``fit_ergodic`` returns an approximation, as ``pm.fit`` does; passed to the result tools
+    it met ``AttributeError: 'ErgodicApproximation' object has no attribute 'children'``."""
+
+    class Approximation:  # what the tools see of pmt.ErgodicApproximation
+        def sample(self):
+            pass
+
+        def stein_gap(self):
+            pass
+
+    for tool in (pmt.log_marginal_likelihood, pmt.weighted_summary, pmt.resample, pmt.diagnose):
+        with pytest.raises(TypeError, match=r"Approximation\. fit_ergodic .*\.sample\(\)"):
+            tool(Approximation())
+        with pytest.raises(TypeError, match="got dict"):
+            tool({})
+
+
 def test_log_marginal_likelihood_reads_pm_sample_smc():
     """``log_marginal_likelihood`` reads a ``pm.sample_smc`` result for comparisons: per chain the
     last finite stage value, pooled by the mean, no standard error, marked unreliable."""
