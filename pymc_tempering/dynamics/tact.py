@@ -118,7 +118,8 @@ def _iteration(logp_and_grad, steps_per_sample: int, resample_momenta: bool, cal
             with np.errstate(all="ignore"):
                 energy = -thermostats.whitened(logp_and_grad, scale)(state.theta)[0]
             kinetic = thermostats.kinetic_temperature(state, settings)
-            return _Loop(state, n_steps, scale), _Info(np.ones(n), np.ones(n, bool), energy, kinetic)
+            info = _Info(np.ones(n), np.ones(n, bool), energy, kinetic)
+            return _Loop(state, n_steps, scale), info
         kinetic = thermostats.kinetic_temperature(state, settings)
         if resample_momenta:
             state = thermostats.refresh_momenta(state, settings, rng)
