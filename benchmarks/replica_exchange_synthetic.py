@@ -103,15 +103,18 @@ def noise_columns(d, rng):
 
 
 def target_model(w, mus, sd, noisy, rng):
+    """The poster's potential ``U(theta)``: the mixture as a ``pm.Potential`` on a flat ``x``
+    (replica exchange tempers the likelihood, observed variables and potentials, not the prior:
+    a mixture written as the prior of ``x`` would not be tempered at all; before 2026-11-24 it
+    was ``pm.NormalMixture`` / ``pm.Mixture``, the same density), and with ``noisy`` the
+    minibatched noise term."""
     d = mus.shape[1]
     with pm.Model() as model:
-        if d == 1:
-            x = pm.NormalMixture("x", w=w, mu=mus[:, 0], sigma=sd)
-            xv = x[None]
-        else:
-            comps = [pm.MvNormal.dist(mu=m, cov=sd**2 * np.eye(2)) for m in mus]
-            x = pm.Mixture("x", w=w, comp_dists=comps)
-            xv = x
+        x = pm.Flat("x", shape=d)
+        comps = [pm.logp(pm.MvNormal.dist(mu=m, cov=sd**2 * np.eye(d)), x) + np.log(wk)
+                 for m, wk in zip(mus, w, strict=True)]
+        pm.Potential("mixture", pm.math.logsumexp(pt.stack(comps)))
+        xv = x
         if noisy:
             freq = np.sqrt(d)
 
@@ -150,7 +153,7 @@ def run_method(method, name, w, mus, sd, rng):
         model = target_model(w, mus, sd, noisy=False, rng=rng)
         with model:
             idata = pm.sample(DRAWS, tune=1000, chains=CHAINS, cores=1, random_seed=SEED, progressbar=False,
-                              initvals=[{"x": mus[0] if d > 1 else mus[0][0]}] * CHAINS, compute_convergence_checks=False)
+                              initvals=[{"x": mus[0]}] * CHAINS, compute_convergence_checks=False)
         x = idata.posterior["x"].values.reshape(CHAINS, DRAWS, d)
     elif method in ("sgnht", "tact"):
         model = target_model(w, mus, sd, noisy=True, rng=rng)

@@ -298,7 +298,8 @@ class Target:
 
         def build(x, values):
             logp = self.prior_logp_graph(values) if prior else self.logp_graph(values)
-            return [logp, pytensor.grad(logp, x)]
+            # a prior of flat variables alone does not depend on x
+            return [logp, pytensor.grad(logp, x, disconnected_inputs="ignore")]
 
         fn = self.compile_batched(build, random_seed)
 

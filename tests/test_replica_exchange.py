@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 import pytest
 from arviz_stats.base import array_stats
 from checks import K, assert_within_mcse, assert_within_se, seed
@@ -364,6 +365,26 @@ def test_bimodal_weights_replica_exchange_vs_single_replica():
     single = sample_replica_exchange(3000, n_temperatures=1, random_seed=seed(11), **kwargs)
     frac = float((single.posterior["x"].values > 0).mean())
     assert abs(frac - 0.7) > 10 * mcse and abs(frac - 0.7) > 0.3, frac
+
+
+def test_flat_prior_and_potential_runs_with_the_potential_tempered():
+    """A density written as a potential on a flat variable (the poster's ``U(theta)``): its
+    prior is a constant, whose gradient PyTensor called disconnected (the run raised at
+    compile time, 2026-11-24); the replicas temper the potential: at ``T`` the two-mode
+    potential's barrier (18 nats) is ``18 / T`` nats, so the hottest replica (``T = 20``)
+    visits both modes from a start in one."""
+    with pm.Model() as model:
+        x = pm.Flat("x")
+        pm.Potential("u", pm.math.logsumexp(pt.stack([
+            pm.logp(pm.Normal.dist(-3.0, 0.5), x) + np.log(0.3),
+            pm.logp(pm.Normal.dist(3.0, 0.5), x) + np.log(0.7),
+        ])))
+    idata = sample_replica_exchange(
+        200, tune=100, model=model, chains=2, n_temperatures=8, max_temperature=20.0,
+        initial_points=np.full((2, 1), -3.0), random_seed=seed(12), progressbar=False,
+    )
+    hot = idata["replicas"]["x"].isel(replica=-1).values
+    assert (hot > 0).any() and (hot < 0).any()
 
 
 def test_reproducible_for_a_seed():
