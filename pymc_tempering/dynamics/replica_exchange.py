@@ -138,7 +138,10 @@ def likelihood_tempered(
     at ``T = N`` it carries about one observation's information, which is what the automatic
     ladder assumes. With a flat prior (``pm.Flat``) the two are the same. A model without
     observed variables or potentials (a density written as priors alone) has no likelihood to
-    temper: there ``prior_and_grad`` is zero and the whole density is tempered.
+    temper: there ``prior_and_grad`` is zero and the whole density is tempered. Modes written
+    into a proper prior beside a likelihood are not flattened (the poster's five-mode ring as a
+    mixture prior with a noise likelihood: every chain stayed in its starting mode); write such
+    a density as a potential, as ``pm.sample_smc``, which tempers the likelihood too, needs.
     """
 
     def tempered(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
