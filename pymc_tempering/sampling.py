@@ -160,7 +160,7 @@ def pm_sample_kwargs(nuts_sampler: str | None, sample_kwargs: dict) -> dict:
             "target_accept was given twice: as an argument and in nuts={...}. Give it once, "
             "as the method's target_accept argument."
         )
-    if nuts:
+    if "nuts" in kwargs:
         kwargs["nuts"] = nuts
     if nuts_sampler in ("numpyro", "blackjax"):
         kwargs["nuts"] = {**nuts, "keep_untransformed": True}

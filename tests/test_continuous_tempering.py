@@ -317,6 +317,12 @@ def test_nuts_kwargs_survive_a_second_run_and_stay_the_callers(small_base, sampl
     )
     assert nuts == {"max_treedepth": 8}
     assert idata["bootstrap"].sizes["round"] == 1
+    empty = {}  # an empty dict was passed on as it was, and written into
+    pmt.sample_ct(
+        50, tune=50, chains=2, model=model, base=base, nuts_sampler=sampler, bootstrap=1,
+        bootstrap_draws=50, max_extensions=0, nuts=empty, random_seed=seed(0), progressbar=False,
+    )
+    assert empty == {}
     with pytest.raises(ValueError, match="target_accept was given twice"):
         pmt.sample_ct(
             50, tune=50, model=model, base=base, nuts={"target_accept": 0.95}, progressbar=False
