@@ -159,15 +159,18 @@ def likelihood_tempered(
 
 class _Loop(NamedTuple):
     """The driver's state: every replica's dynamics ``(chains * R, ...)``, the exchange
-    bookkeeping, the steps taken so far (warm-up included), the diagonal preconditioner of
-    every replica ``(chains * R, D)``: its dynamics run on ``u = theta / scale`` (all ones for
-    an explicit ``step_size``), and the minibatches averaged per pair in the corrected test."""
+    bookkeeping, the steps taken so far (warm-up included), the preconditioner of every
+    replica: its dynamics run on ``u``, ``theta = in_model_units(u, scale, basis)`` with its
+    own ``scale (chains * R, D)`` (all ones for an explicit ``step_size``) and one ``basis``
+    shared by the replicas (None: diagonal), and the minibatches averaged per pair in the
+    corrected test."""
 
     dynamics: thermostats.TACTState
     exchange: exchange.ExchangeState
     n_steps: int
     scale: np.ndarray
     n_batches: np.ndarray
+    basis: thermostats.Basis | None = None
 
 
 class _Plan(NamedTuple):
@@ -214,8 +217,8 @@ def _iteration(plan: _Plan, phase=None):
     )
 
     def iterate(loop: _Loop, settings: TACTSettings, rng: np.random.Generator):
-        state, ex, n_steps, scale, n_batches = loop
-        evaluate = thermostats.whitened(logp_and_grad, scale)
+        state, ex, n_steps, scale, n_batches, basis = loop
+        evaluate = thermostats.whitened(logp_and_grad, scale, basis)
         tamed = np.zeros(state.theta.shape[0], dtype=bool)
         try:
             for _ in range(plan.steps_per_sample):
@@ -227,28 +230,32 @@ def _iteration(plan: _Plan, phase=None):
                 )
                 tamed |= info.diverging
                 if n_steps % plan.exchange_every == 0:
-                    theta = (state.theta * scale).reshape(plan.chains, n_rep, -1)
+                    theta = thermostats.in_model_units(state.theta, scale, basis).reshape(
+                        plan.chains, n_rep, -1
+                    )
                     ex, swapped = exchange.step(
                         ex, theta, plan.betas, plan.energies, plan.exchange_rng,
                         corrected=plan.corrected, n_batches=n_batches,
                         exact_energies=plan.exact_energies,
                     )
                     if swapped is not theta:  # positions swap; each keeps its replica's units
-                        state = state._replace(theta=swapped.reshape(state.theta.shape) / scale)
+                        state = state._replace(theta=thermostats.in_dynamics_units(
+                            swapped.reshape(state.theta.shape), scale, basis
+                        ))
         except DivergenceError as err:
             state, scale = thermostats.recover_blowup(
                 err, phase, loop.dynamics, settings, scale, rng, tempering=False
             )
             n = state.theta.shape[0]
             with np.errstate(all="ignore"):
-                energy = -thermostats.whitened(logp_and_grad, scale)(state.theta)[0]
+                energy = -thermostats.whitened(logp_and_grad, scale, basis)(state.theta)[0]
             return (
-                _Loop(state, loop.exchange, n_steps, scale, n_batches),
+                _Loop(state, loop.exchange, n_steps, scale, n_batches, basis),
                 Info(np.ones(n), np.ones(n, bool), energy),
             )
         if plan.resample_momenta:
             state = thermostats.refresh_momenta(state, settings, rng, tempering=False)
-        return _Loop(state, ex, n_steps, scale, n_batches), info._replace(diverging=tamed)
+        return _Loop(state, ex, n_steps, scale, n_batches, basis), info._replace(diverging=tamed)
 
     return iterate
 
@@ -266,34 +273,34 @@ LOCAL_WIDTHS = 5.0
 
 
 def _replica_scales(plan: _Plan, base: np.ndarray, theta: np.ndarray, eta: float,
-                    scale=None, spreads=None):
+                    olds=None, sds=None, basis=None):
     """Every replica's preconditioner ``(chains * R, D)``.
 
-    At the start (``scale`` None), replica ``j`` gets the curvature scale of its tempered
+    At the start (``olds`` None), replica ``j`` gets the curvature scale of its tempered
     density (:func:`~pymc_tempering.kernels.thermostats.curvature_scale`) at ``base (D,)``,
     the model's initial point, capped by the gradient noise measured at its starting points.
     At the end of a warm-up window it gets,
     as the ``T = 1`` replica does in TACT-HMC, the within-chain spread of its own positions
-    over the window (``spreads[j]``, swapped-in positions included: the tempered density's
+    over the window (``sds[j]``, swapped-in positions included: the tempered density's
     spread; :func:`~pymc_tempering.kernels.thermostats.adapted_scale`), capped by the
     stability limits of its tempered density (:func:`likelihood_tempered`) measured where its
     chains are (:func:`~pymc_tempering.kernels.thermostats.stability_cap` with that density's
-    curvature and gradient noise). ``theta (chains, R, D)`` are the replicas' positions,
-    ``scale (chains * R, D)`` the current preconditioners.
+    curvature and gradient noise). ``theta (chains, R, D)`` are the replicas' positions in the
+    coordinates ``v`` of ``basis`` (the model's without one), ``olds[j]`` replica ``j``'s
+    current scale in them.
     """
     n_rep = plan.betas.size
     out = np.empty((n_rep, theta.shape[-1]))
     for j, beta in enumerate(plan.betas):
         rows = theta[:, j]
-        tempered = plan.tempered(beta)
+        tempered = thermostats.whitened(plan.tempered(beta), np.ones(theta.shape[-1]), basis)
         grad_var, _ = thermostats.gradient_noise(tempered, rows)
-        if scale is None:
+        if olds is None:
             width = thermostats.curvature_scale(tempered, base)
             out[j] = np.fmin(width, thermostats.stability_cap(0.0, grad_var, eta))
             continue
-        old = scale.reshape(plan.chains, n_rep, -1)[0, j]
-        curvature = thermostats.curvature_at(tempered, rows, old)
-        out[j] = thermostats.adapted_scale(spreads[j], old, curvature, grad_var, eta)
+        curvature = thermostats.curvature_at(tempered, rows, olds[j])
+        out[j] = thermostats.adapted_scale(sds[j], olds[j], curvature, grad_var, eta)
         with np.errstate(divide="ignore"):  # the local width's cap (LOCAL_WIDTHS)
             out[j] = np.fmin(out[j], LOCAL_WIDTHS / np.sqrt(curvature))
     return np.tile(out, (plan.chains, 1))
@@ -307,30 +314,51 @@ def _warmup(plan: _Plan, tune: int, rng: np.random.Generator, phase, max_batches
     running sums; at the ends of the windows :data:`~pymc_tempering.kernels.thermostats.
     WINDOW_ENDS` the ``T = 1`` scale becomes their within-chain standard deviation, capped by
     the stability limits (curvature and minibatch gradient noise) measured at those replicas,
-    and every replica moves to its own scale (:func:`_replica_scales`). With the corrected
+    and every replica moves to its own scale (:func:`_replica_scales`). From the second window
+    on, a model of at most :data:`~pymc_tempering.kernels.thermostats.DENSE_MAX_DIM`
+    coordinates (``phase["dense"]``) first changes the coordinates of every replica to those
+    that decorrelate the ``T = 1`` replica's positions
+    (:func:`~pymc_tempering.kernels.thermostats.decorrelating_basis`, as in TACT-HMC), and
+    every replica's scale is estimated in them. With the corrected
     test, the minibatches averaged per pair become what brings the window's mean noise to
     :data:`~pymc_tempering.kernels.exchange.TARGET_NOISE_SD`
     (:func:`~pymc_tempering.kernels.exchange.batches_for_noise`, at most ``max_batches``).
     ``phase["warm"]`` turns False after the last warm-up iteration.
     """
     ends = thermostats.window_ends(tune)
+    first = min(ends, default=-1)
     n_rep = plan.betas.size
 
     def warmup(loop: _Loop, info, settings: TACTSettings, it: int):
-        state, ex, n_steps, scale, n_batches = loop
-        theta = (state.theta * scale).reshape(plan.chains, n_rep, -1)
+        state, ex, n_steps, scale, n_batches, basis = loop
+        v = (state.theta * scale).reshape(plan.chains, n_rep, -1)
         if phase["spread"] is None:
-            phase["spread"] = [thermostats.spread_empty(*theta[:, 0].shape)] * n_rep
+            phase["spread"] = [
+                thermostats.spread_empty(*v[:, 0].shape, dense=phase["dense"])
+            ] * n_rep
         every = np.ones(plan.chains, bool)
         phase["spread"] = [
-            thermostats.spread_add(sp, theta[:, j], every) for j, sp in enumerate(phase["spread"])
+            thermostats.spread_add(sp, v[:, j], every) for j, sp in enumerate(phase["spread"])
         ]
         if it in ends:
+            spreads, phase["spread"] = phase["spread"], None
+            olds = list(scale.reshape(plan.chains, n_rep, -1)[0])
+            sds, w_inv = [thermostats.spread_sd(sp) for sp in spreads], None
+            found = thermostats.decorrelating_basis(spreads[0]) if it != first else None
+            if found is not None:
+                w, w_inv = found
+                sds, olds = zip(*(
+                    thermostats.in_new_coordinates(sp, old, w_inv)
+                    for sp, old in zip(spreads, olds)
+                ))
+                basis = thermostats.compose(basis, w, w_inv)
+                v = v @ w_inv.T
             new_scale = _replica_scales(
-                plan, None, theta, settings.eta_theta, scale, phase["spread"]
+                plan, None, v, settings.eta_theta, olds, sds, basis
             )
-            phase["spread"] = None
-            state = thermostats.rescale(state, settings, scale, new_scale, rng, tempering=False)
+            state = thermostats.rescale(
+                state, settings, scale, new_scale, rng, tempering=False, w_inv=w_inv
+            )
             if plan.corrected and n_rep > 1:
                 tested = ex.attempted - phase["attempted"]
                 noise = (ex.single_noise_sq - phase["noise_sq"]).sum(0) / np.maximum(
@@ -338,7 +366,7 @@ def _warmup(plan: _Plan, tune: int, rng: np.random.Generator, phase, max_batches
                 )
                 n_batches = exchange.batches_for_noise(noise, max_batches, plan.exact_from)
                 phase["attempted"], phase["noise_sq"] = ex.attempted, ex.single_noise_sq
-            loop = _Loop(state, ex, n_steps, new_scale, n_batches)
+            loop = _Loop(state, ex, n_steps, new_scale, n_batches, basis)
         if it == tune - 1:
             phase["warm"] = False
             settings = settings._replace(max_kick=thermostats.MAX_KICK)  # see TACTSettings
@@ -349,7 +377,7 @@ def _warmup(plan: _Plan, tune: int, rng: np.random.Generator, phase, max_batches
 
 def _record(chains: int, n_rep: int):
     def record(loop: _Loop, info) -> dict:
-        theta = loop.dynamics.theta * loop.scale
+        theta = thermostats.in_model_units(loop.dynamics.theta, loop.scale, loop.basis)
         return {
             "x": theta.reshape(chains, n_rep, theta.shape[-1]),
             "energy": info.energy.reshape(chains, n_rep),
@@ -566,6 +594,9 @@ def _result(target, trace, ladder, attrs, random_seed):
                     ("replica", "flat"), trace.state.scale[: ladder.size]
                 ),
                 "exchange_batches": ("pair", trace.state.n_batches),
+                **({} if trace.state.basis is None else {
+                    "preconditioner_basis": (("flat", "basis"), trace.state.basis.to_model)
+                }),
             },
             coords={"temperature": ("replica", ladder)},
         ),
@@ -637,11 +668,14 @@ def sample_replica_exchange(
         test (False). ``"auto"``: True when an observed variable uses ``pm.Minibatch``.
     step_size : "auto" or float
         ``eta = dt^2 / m`` of the parameters (moves of about ``sqrt(eta)`` per step).
-        ``"auto"`` (default): the warm-up adapts a diagonal mass matrix per replica (replica
-        ``j`` runs on ``u = theta / scale_j``; ``scale_j`` starts at ``sqrt(T_j)`` times
-        ``1 / sqrt(|curvature|)`` at the model's initial point, and at the end of each warm-up
-        window becomes the within-chain spread of that replica's positions, capped by the
-        curvature and the minibatch gradient noise of ``U / T_j`` measured there), ``eta`` is
+        ``"auto"`` (default): the warm-up adapts a mass matrix per replica (replica ``j``
+        runs on ``u``, ``theta = (u * scale_j) @ B.T``; ``scale_j`` starts at ``1 /
+        sqrt(|curvature|)`` of its tempered density at the model's initial point, and at the
+        end of each warm-up window becomes the within-chain spread of that replica's
+        positions, capped by the curvature and the minibatch gradient noise of its tempered
+        density measured there; the basis ``B``, shared by the ladder, is the identity until,
+        from the second window on, a model of at most 100 coordinates changes to coordinates
+        that decorrelate the ``T = 1`` replica's positions: a dense mass matrix), ``eta`` is
         0.01 in those units, ``jitter`` is in the ``T = 1`` units, and a blow-up during the
         warm-up repeats the iteration with the scales halved (with a warning). With the
         corrected test it also sets the number of minibatches averaged per pair of
@@ -682,8 +716,9 @@ def sample_replica_exchange(
         ``(j, j + 1)``: ``swap_attempted``, ``swap_accepted``, ``swap_skipped`` (noise above the
         correction's range), ``swap_acceptance_rate`` (accepted / tested, skipped excluded) and
         ``exchange_noise_sd_max`` (largest estimated ``sigma``). ``warmup``:
-        ``preconditioner_scale`` (the ``T = 1`` replica's, per flat coordinate),
-        ``replica_preconditioner_scale`` ``(replica, flat)`` and ``exchange_batches`` (per
+        ``preconditioner_scale`` (the ``T = 1`` replica's, per flat coordinate of
+        ``v = theta @ inv(B).T``), ``replica_preconditioner_scale`` ``(replica, flat)``,
+        ``preconditioner_basis`` (``B``, for a dense preconditioner) and ``exchange_batches`` (per
         pair: the minibatches averaged, 0 for exact energies from one pass over the data). attrs: the settings (``max_temperature`` and ``n_replicas`` as used), the test
         used, the total skipped swaps and the seed.
 
@@ -736,7 +771,8 @@ def sample_replica_exchange(
     phase = None
     if auto:
         phase = {"warm": tune > 0, "blowups": 0, "divergences": 0, "spread": None,
-                 "attempted": 0, "noise_sq": 0.0}
+                 "attempted": 0, "noise_sq": 0.0,
+                 "dense": 2 <= target.ndim <= thermostats.DENSE_MAX_DIM}
         # see TACTSettings.max_friction and max_kick (from the end of the warm-up)
         settings = settings._replace(
             max_friction=1.0, max_kick=np.inf if tune > 0 else thermostats.MAX_KICK

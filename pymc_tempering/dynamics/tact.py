@@ -53,12 +53,14 @@ STATS = (
 
 class _Loop(NamedTuple):
     """The driver's state: the chains' dynamics, the steps taken so far (warm-up included) and
-    the diagonal preconditioner: the dynamics run on ``u = theta / scale`` (all ones for an
-    explicit ``step_size``)."""
+    the preconditioner: the dynamics run on ``u``, ``theta = in_model_units(u, scale, basis)``
+    (``scale`` all ones and ``basis`` None for an explicit ``step_size``; ``basis`` None for a
+    diagonal preconditioner)."""
 
     dynamics: thermostats.TACTState
     n_steps: int
     scale: np.ndarray
+    basis: thermostats.Basis | None = None
 
 
 class _Info(NamedTuple):
@@ -96,8 +98,8 @@ def _iteration(logp_and_grad, steps_per_sample: int, resample_momenta: bool, cal
     """
 
     def iterate(loop: _Loop, settings: TACTSettings, rng: np.random.Generator):
-        state, n_steps, scale = loop
-        evaluate = thermostats.whitened(logp_and_grad, scale)
+        state, n_steps, scale, basis = loop
+        evaluate = thermostats.whitened(logp_and_grad, scale, basis)
         tamed = np.zeros(state.theta.shape[0], dtype=bool)
         try:
             for _ in range(steps_per_sample):
@@ -116,20 +118,20 @@ def _iteration(logp_and_grad, steps_per_sample: int, resample_momenta: bool, cal
             )
             n = state.theta.shape[0]
             with np.errstate(all="ignore"):
-                energy = -thermostats.whitened(logp_and_grad, scale)(state.theta)[0]
+                energy = -thermostats.whitened(logp_and_grad, scale, basis)(state.theta)[0]
             kinetic = thermostats.kinetic_temperature(state, settings)
             info = _Info(np.ones(n), np.ones(n, bool), energy, kinetic)
-            return _Loop(state, n_steps, scale), info
+            return _Loop(state, n_steps, scale, basis), info
         kinetic = thermostats.kinetic_temperature(state, settings)
         if resample_momenta:
             state = thermostats.refresh_momenta(state, settings, rng)
-        return _Loop(state, n_steps, scale), _Info(*info._replace(diverging=tamed), kinetic)
+        return _Loop(state, n_steps, scale, basis), _Info(*info._replace(diverging=tamed), kinetic)
 
     return iterate
 
 
 def _warmup(logp_and_grad, tune: int, adapt_tempering: bool, rng: np.random.Generator, phase):
-    """The ``step_size="auto"`` warm-up: a diagonal preconditioner re-estimated per window.
+    """The ``step_size="auto"`` warm-up: a preconditioner re-estimated per window.
 
     After every warm-up iteration the positions of the chains at unit temperature are added to
     running sums. At the ends of the windows :data:`~pymc_tempering.kernels.thermostats.
@@ -137,30 +139,46 @@ def _warmup(logp_and_grad, tune: int, adapt_tempering: bool, rng: np.random.Gene
     stability limits measured where the chains are (curvature and minibatch gradient noise,
     :func:`~pymc_tempering.kernels.thermostats.adapted_scale`); the chains move to it
     (:func:`~pymc_tempering.kernels.thermostats.rescale`) and the tempering step is re-set from
-    the energy noise. ``phase["warm"]`` turns False after the last warm-up iteration.
+    the energy noise. From the second window on, a model of at most
+    :data:`~pymc_tempering.kernels.thermostats.DENSE_MAX_DIM` coordinates (``phase["dense"]``)
+    first changes its coordinates to decorrelate the window's positions
+    (:func:`~pymc_tempering.kernels.thermostats.decorrelating_basis`), and the scale is
+    estimated in the new ones: a dense preconditioner. The first window is a transit, whose
+    spread is the chains' drift. ``phase["warm"]`` turns False after the last warm-up
+    iteration.
     """
     ends = thermostats.window_ends(tune)
+    first = min(ends, default=-1)
 
     def warmup(loop: _Loop, info, settings: TACTSettings, it: int):
-        state, n_steps, scale = loop
-        theta = state.theta * scale
+        state, n_steps, scale, basis = loop
+        v = state.theta * scale
         if phase["spread"] is None:
-            phase["spread"] = thermostats.spread_empty(*theta.shape)
+            phase["spread"] = thermostats.spread_empty(*v.shape, dense=phase["dense"])
         cold = coupling(state.xi, settings)[0] == 1.0
-        phase["spread"] = thermostats.spread_add(phase["spread"], theta, cold)
+        phase["spread"] = thermostats.spread_add(phase["spread"], v, cold)
         if it in ends:
-            grad_var, energy_var = thermostats.gradient_noise(logp_and_grad, theta)
-            curvature = thermostats.curvature_at(logp_and_grad, theta, scale)
+            spread, phase["spread"] = phase["spread"], None
+            sd, old, w_inv = thermostats.spread_sd(spread), scale, None
+            found = thermostats.decorrelating_basis(spread) if it != first else None
+            if found is not None:
+                w, w_inv = found
+                sd, old = thermostats.in_new_coordinates(spread, scale, w_inv)
+                basis = thermostats.compose(basis, w, w_inv)
+                v = v @ w_inv.T
+            in_v = thermostats.whitened(logp_and_grad, np.ones(v.shape[-1]), basis)
+            grad_var, energy_var = thermostats.gradient_noise(in_v, v)
+            curvature = thermostats.curvature_at(in_v, v, old)
             new_scale = thermostats.adapted_scale(
-                phase["spread"], scale, curvature, grad_var, settings.eta_theta
+                sd, old, curvature, grad_var, settings.eta_theta
             )
-            phase["spread"] = None
             if adapt_tempering:
                 settings = settings._replace(eta_xi=thermostats.tempering_step_size(energy_var))
             state = thermostats.rescale(
-                state, settings, scale, new_scale, rng, tempering=settings.tempering
+                state, settings, scale, new_scale, rng, tempering=settings.tempering,
+                w_inv=w_inv,
             )
-            loop = _Loop(state, n_steps, new_scale)
+            loop = _Loop(state, n_steps, new_scale, basis)
         if it == tune - 1:
             phase["warm"] = False
             settings = settings._replace(max_kick=thermostats.MAX_KICK)  # see TACTSettings
@@ -174,7 +192,7 @@ def _record(settings: TACTSettings):
         state = loop.dynamics
         lam, _ = coupling(state.xi, settings)
         return {
-            "x": state.theta * loop.scale,
+            "x": thermostats.in_model_units(state.theta, loop.scale, loop.basis),
             "effective_temperature": 1.0 / lam,
             "tempering_variable": state.xi,
             # per chain: the mean of the coordinates' thermostats when there is one per coordinate
@@ -247,6 +265,15 @@ def _initial_points(target: Target, initial_points, jitter, chains, seed) -> np.
     return initial_points
 
 
+def _warmup_group(loop: _Loop) -> xr.Dataset:
+    """The final preconditioner: ``scale`` per coordinate of ``v`` and, for a dense one, the
+    basis ``theta = v @ preconditioner_basis.T``."""
+    data = {"preconditioner_scale": ("flat", loop.scale)}
+    if loop.basis is not None:
+        data["preconditioner_basis"] = (("flat", "basis"), loop.basis.to_model)
+    return xr.Dataset(data)
+
+
 def _result(target, trace, settings, attrs, random_seed):
     stats = {name: trace.draws[name] for name in STATS}
     energy = stats["potential_energy"]
@@ -256,7 +283,7 @@ def _result(target, trace, settings, attrs, random_seed):
     groups = {
         "tact_trajectory": _trajectory_group(trace.trajectory),
         "abf": _abf_group(trace.state.dynamics, settings),
-        "warmup": xr.Dataset({"preconditioner_scale": ("flat", trace.state.scale)}),
+        "warmup": _warmup_group(trace.state),
     }
     attrs = {**attrs, "n_steps": trace.state.n_steps}
     return driver_result(
@@ -319,12 +346,15 @@ def sample_tact(
     step_size, step_size_tempering : "auto" or float
         ``eta = dt^2 / m`` of the parameters and of the tempering variable (``eta_theta``,
         ``eta_xi`` of Algorithm 1). The parameters move about ``sqrt(eta)`` per step.
-        ``step_size="auto"`` (default): the warm-up adapts a diagonal mass matrix (the dynamics
-        run on ``u = theta / scale``): ``scale`` starts at ``1 / sqrt(|curvature|)`` of the log
-        density at the model's initial point and is re-estimated at the ends of the warm-up's
-        windows as the within-chain spread of the unit-temperature chains, capped where they
-        are by the curvature and the minibatch gradient noise (the first window is capped by
-        the curvature only, so that chains started far from the posterior reach it); ``eta``
+        ``step_size="auto"`` (default): the warm-up adapts a mass matrix (the dynamics run on
+        ``u``, ``theta = (u * scale) @ B.T``): ``scale`` starts at ``1 / sqrt(|curvature|)`` of
+        the log density at the model's initial point and is re-estimated at the ends of the
+        warm-up's windows as the within-chain spread of the unit-temperature chains, capped
+        where they are by the curvature and the minibatch gradient noise (the first window is
+        capped by the curvature only, so that chains started far from the posterior reach
+        it); ``B`` is the identity (a diagonal mass matrix) until, from the second window on,
+        a model of at most 100 coordinates changes to coordinates that decorrelate the
+        window's positions (a dense mass matrix; see ``docs/tact_hmc.md``); ``eta``
         is ``AUTO_STEP_SIZE`` (0.01) in those units, ``jitter`` is in those units, and a
         blow-up during the warm-up repeats the iteration with ``scale`` halved (with a warning,
         at most 12 times; see ``docs/tact_hmc.md``). ``step_size_tempering="auto"``: 0.001,
@@ -378,7 +408,8 @@ def sample_tact(
         ``acceptance_rate`` and ``log_weight`` (zeros) of each kept draw; ``tact_trajectory``: the
         stats (and ``kept``) of every iteration after the warm-up; ``abf``: the biasing force
         per bin and chain at the end; ``warmup``: the preconditioner's ``scale`` per flat
-        coordinate; attrs: the settings (``step_size`` in the preconditioned units for
+        coordinate (of ``v = theta @ inv(B).T``) and, for a dense one, ``B``
+        (``preconditioner_basis``); attrs: the settings (``step_size`` in the preconditioned units for
         ``"auto"``), ``warmup_restarts``, the variant and the seed.
 
     Raises
@@ -442,7 +473,10 @@ def sample_tact(
         settings = settings._replace(
             eta_xi=thermostats.tempering_step_size(thermostats.gradient_noise(logp_and_grad, start)[1])
         )
-    phase = {"warm": tune > 0, "blowups": 0, "divergences": 0, "spread": None} if auto else None
+    phase = {
+        "warm": tune > 0, "blowups": 0, "divergences": 0, "spread": None,
+        "dense": 2 <= target.ndim <= thermostats.DENSE_MAX_DIM,
+    } if auto else None
     if auto:  # see TACTSettings.max_friction and max_kick (from the end of the warm-up)
         settings = settings._replace(
             max_friction=1.0, max_kick=np.inf if tune > 0 else thermostats.MAX_KICK

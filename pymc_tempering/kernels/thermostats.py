@@ -56,6 +56,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
+import scipy.linalg
 
 from pymc_tempering.kernels import Info, check_finite
 from pymc_tempering.sampling import DivergenceError, NonFiniteGradientError, warn
@@ -78,6 +79,11 @@ __all__ = [
     "AUTO_STEP_SIZE",
     "AUTO_STEP_SIZE_TEMPERING",
     "whitened",
+    "Basis",
+    "in_model_units",
+    "in_dynamics_units",
+    "DENSE_MAX_DIM",
+    "decorrelating_basis",
     "curvature_scale",
     "gradient_noise",
     "tempering_step_size",
@@ -88,7 +94,10 @@ __all__ = [
     "spread_empty",
     "spread_add",
     "spread_sd",
+    "spread_cov",
     "adapted_scale",
+    "in_new_coordinates",
+    "compose",
     "rescale",
     "start_preconditioner",
 ]
@@ -513,20 +522,54 @@ def finite_gradient_guard(
     return guarded
 
 
-def whitened(logp_and_grad: Callable, scale: np.ndarray) -> Callable:
-    """``logp_and_grad`` in the preconditioned coordinates ``u = theta / scale``.
+class Basis(NamedTuple):
+    """A linear change of the dynamics' coordinates: ``theta = v @ to_model.T`` and
+    ``v = theta @ from_model.T`` (``from_model`` the inverse of ``to_model``), both ``(D, D)``.
 
-    Running the dynamics on ``u`` is running them on ``theta`` with the diagonal mass matrix
-    ``1 / scale^2``: ``log p`` is unchanged and the force is ``scale * grad log p``.
+    The dense part of the ``"auto"`` preconditioner (:func:`decorrelating_basis`): the diagonal
+    ``scale`` then acts on ``v``, so the dynamics run on ``u = v / scale``. The map is linear,
+    so its Jacobian is a constant and the density of ``u`` is the model's up to that constant.
     """
-    if np.all(scale == 1.0):
+
+    to_model: np.ndarray
+    from_model: np.ndarray
+
+
+def in_model_units(u: np.ndarray, scale: np.ndarray, basis: Basis | None = None) -> np.ndarray:
+    """The positions ``theta`` of the dynamics' coordinates ``u (n, D)``: ``(u * scale)``
+    mapped by ``basis`` (the identity when None)."""
+    v = u * scale
+    return v if basis is None else v @ basis.to_model.T
+
+
+def in_dynamics_units(theta: np.ndarray, scale: np.ndarray, basis: Basis | None = None):
+    """The inverse of :func:`in_model_units`: ``u`` of the positions ``theta (n, D)``."""
+    v = theta if basis is None else theta @ basis.from_model.T
+    return v / scale
+
+
+def whitened(logp_and_grad: Callable, scale: np.ndarray, basis: Basis | None = None) -> Callable:
+    """``logp_and_grad`` in the preconditioned coordinates ``u``, ``theta = in_model_units(u)``.
+
+    Running the dynamics on ``u`` is running them on ``theta`` with the mass matrix
+    ``(B diag(scale)^2 B^T)^-1`` (``B = basis.to_model``, the identity without a basis):
+    ``log p`` is unchanged and the force is ``scale * (grad log p @ B)``.
+    """
+    if basis is None and np.all(scale == 1.0):
         return logp_and_grad
+    if basis is None:
 
-    def in_u(u):
-        lp, g = logp_and_grad(u * scale)
-        return lp, np.asarray(g) * scale
+        def in_u(u):
+            lp, g = logp_and_grad(u * scale)
+            return lp, np.asarray(g) * scale
 
-    return in_u
+        return in_u
+
+    def in_rotated_u(u):
+        lp, g = logp_and_grad((u * scale) @ basis.to_model.T)
+        return lp, (np.asarray(g) @ basis.to_model) * scale
+
+    return in_rotated_u
 
 
 def curvature_scale(
@@ -660,22 +703,28 @@ def stability_cap(curvature: np.ndarray, grad_var: np.ndarray, eta: float) -> np
 
 
 class Spread(NamedTuple):
-    """Running sums of the positions of each chain, for the within-chain spread."""
+    """Running sums of the positions of each chain, for the within-chain spread; ``outer``
+    (the sums of the outer products, ``(n, D, D)``) only for a dense preconditioner."""
 
     total: np.ndarray
     total_sq: np.ndarray
     count: np.ndarray
+    outer: np.ndarray | None = None
 
 
-def spread_empty(n: int, d: int) -> Spread:
-    return Spread(np.zeros((n, d)), np.zeros((n, d)), np.zeros(n))
+def spread_empty(n: int, d: int, dense: bool = False) -> Spread:
+    return Spread(np.zeros((n, d)), np.zeros((n, d)), np.zeros(n),
+                  np.zeros((n, d, d)) if dense else None)
 
 
 def spread_add(spread: Spread, theta: np.ndarray, mask: np.ndarray) -> Spread:
     """Add the positions ``theta (n, D)`` of the chains where ``mask (n,)`` holds."""
     m = np.asarray(mask, dtype=float)[:, None]
+    outer = None
+    if spread.outer is not None:
+        outer = spread.outer + m[:, :, None] * theta[:, :, None] * theta[:, None, :]
     return Spread(
-        spread.total + m * theta, spread.total_sq + m * theta**2, spread.count + m[:, 0]
+        spread.total + m * theta, spread.total_sq + m * theta**2, spread.count + m[:, 0], outer
     )
 
 
@@ -691,17 +740,94 @@ def spread_sd(spread: Spread, min_count: int = 5) -> np.ndarray | None:
     return np.sqrt(np.maximum(np.mean(var, axis=0), 0.0))
 
 
+def spread_cov(spread: Spread, min_count: int = 5) -> tuple[np.ndarray, float] | None:
+    """The pooled within-chain covariance ``(D, D)`` (chains with at least ``min_count``
+    positions) and the number of positions it pools, or None (no such chain, or no
+    ``outer`` sums)."""
+    ok = spread.count >= min_count
+    if spread.outer is None or not ok.any():
+        return None
+    c = spread.count[ok]
+    mean = spread.total[ok] / c[:, None]
+    cov = (spread.outer[ok] / c[:, None, None] - mean[:, :, None] * mean[:, None, :])
+    cov = cov * (c / (c - 1))[:, None, None]
+    return np.mean(cov, axis=0), float(c.sum())
+
+
+#: ``step_size="auto"`` preconditions models of at most this many flat coordinates with a
+#: dense matrix (:func:`decorrelating_basis`); larger ones keep the diagonal one.
+DENSE_MAX_DIM = 100
+#: The correlation matrix of the warm-up's positions is shrunk towards the identity with the
+#: weight of this many positions per coordinate (as Stan shrinks its dense metric).
+DENSE_SHRINKAGE = 5.0
+
+
+def decorrelating_basis(spread: Spread) -> tuple[np.ndarray, np.ndarray] | None:
+    """A change of coordinates that decorrelates the window's positions, or None.
+
+    With ``C`` the pooled within-chain covariance of the positions ``v`` (:func:`spread_cov`),
+    ``D`` its standard deviations and ``R = D^-1 C D^-1 = L L^T`` the Cholesky factorisation of
+    its correlation matrix (shrunk towards the identity by :data:`DENSE_SHRINKAGE` positions per
+    coordinate), the new coordinates are ``v' = v @ W_inv.T`` with ``W = D L``,
+    ``W_inv = L^-1 D^-1``: uncorrelated, with unit variances. The correlation matrix keeps the
+    factor independent of the coordinates' units, and the triangular factor, unlike an
+    eigenbasis, stays near the identity where the correlations are small: the eigenvectors of a
+    correlation matrix near the identity are arbitrary, and a 45-degree turn mixed a
+    prior-only coordinate with a minibatch-noisy one (``tests/test_tact_minibatch.py``), whose
+    thermostats could then no longer absorb each its own noise (the quiet one's sd 0.62 of
+    the truth). Returns ``(W, W_inv)``; None when there are fewer than two coordinates, no
+    ``outer`` sums, fewer positions than coordinates, or a degenerate spread.
+    """
+    found = spread_cov(spread)
+    d = spread.total.shape[-1]
+    if found is None or d < 2:
+        return None
+    cov, n = found
+    sd = np.sqrt(np.diag(cov))
+    if n < d or not np.all(np.isfinite(cov)) or not np.all(sd > 0):
+        return None
+    corr = cov / np.outer(sd, sd)
+    w = n / (n + DENSE_SHRINKAGE * d)
+    corr = w * corr + (1.0 - w) * np.eye(d)
+    try:
+        chol = np.linalg.cholesky(corr)
+    except np.linalg.LinAlgError:
+        return None
+    chol_inv = scipy.linalg.solve_triangular(chol, np.eye(d), lower=True)
+    return sd[:, None] * chol, chol_inv / sd[None, :]
+
+
+def compose(basis: Basis | None, w: np.ndarray, w_inv: np.ndarray) -> Basis:
+    """The basis after a further change ``v = v' @ w.T`` (:func:`decorrelating_basis`)."""
+    if basis is None:
+        return Basis(w, w_inv)
+    return Basis(basis.to_model @ w, w_inv @ basis.from_model)
+
+
 def adapted_scale(
-    spread: Spread, old_scale: np.ndarray, curvature: np.ndarray, grad_var: np.ndarray,
+    sd: np.ndarray | None, old_scale: np.ndarray, curvature: np.ndarray, grad_var: np.ndarray,
     eta: float,
 ) -> np.ndarray:
-    """The preconditioner after a warm-up window: the draws' within-chain spread (shrinking by
-    at most half per window, so a chain slowed by small steps is not slowed further), capped
-    by :func:`stability_cap` measured where the chains are."""
-    sd = spread_sd(spread)
+    """The preconditioner after a warm-up window: the draws' within-chain spread ``sd``
+    (:func:`spread_sd`; None keeps ``old_scale``), shrinking by at most half per window, so a
+    chain slowed by small steps is not slowed further, capped by :func:`stability_cap`
+    measured where the chains are."""
     target = old_scale if sd is None else np.fmax(sd, 0.5 * old_scale)
     target = np.where(np.isfinite(target) & (target > 0), target, old_scale)
     return np.fmin(target, stability_cap(curvature, grad_var, eta))
+
+
+def in_new_coordinates(spread: Spread, old_scale: np.ndarray, w_inv: np.ndarray):
+    """The window's spread and the old preconditioner's widths in the coordinates
+    ``v' = v @ w_inv.T`` (:func:`decorrelating_basis`): ``(sd', old_scale')``, the square roots
+    of the diagonals of ``w_inv C w_inv^T`` and ``w_inv diag(old_scale^2) w_inv^T``; ``sd'`` None
+    without enough positions (:func:`spread_cov`)."""
+    found = spread_cov(spread)
+    old = np.sqrt(old_scale**2 @ (w_inv**2).T)
+    if found is None:
+        return None, old
+    cov = w_inv @ found[0] @ w_inv.T
+    return np.sqrt(np.maximum(np.diag(cov), 0.0)), old
 
 
 def rescale(
@@ -712,16 +838,22 @@ def rescale(
     rng: np.random.Generator,
     *,
     tempering: bool = True,
+    w_inv: np.ndarray | None = None,
 ) -> TACTState:
-    """Move the chains to a new preconditioner: the same ``theta``, ``u = theta / new_scale``.
+    """Move the chains to a new preconditioner: the same ``theta``, ``u = v / new_scale``.
 
-    The momenta are redrawn (exact) and the thermostats restarted at ``c`` (their equilibrium
-    without gradient noise), since both were in the old units; ``xi`` and the ABF bins (energies,
-    which do not depend on the coordinates) are kept.
+    ``v = u * old_scale``, mapped to new coordinates ``v @ w_inv.T`` when ``w_inv`` is given
+    (a new :class:`Basis`). The momenta are redrawn (exact) and the thermostats restarted at
+    ``c`` (their equilibrium without gradient noise), since both were in the old units; ``xi``
+    and the ABF bins (energies, which do not depend on the coordinates) are kept.
     """
     n = state.theta.shape[0]
+    if w_inv is None:
+        theta = state.theta * (old_scale / new_scale)
+    else:
+        theta = ((state.theta * old_scale) @ w_inv.T) / new_scale
     state = state._replace(
-        theta=state.theta * (old_scale / new_scale),
+        theta=theta,
         z_theta=_thermostat_start(state.theta.shape, settings),
         z_xi=np.full(n, float(settings.c_xi)) if tempering else state.z_xi,
     )
