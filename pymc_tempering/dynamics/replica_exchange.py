@@ -221,12 +221,13 @@ def _iteration(plan: _Plan, phase=None):
         evaluate = thermostats.whitened(logp_and_grad, scale, basis)
         tamed = np.zeros(state.theta.shape[0], dtype=bool)
         try:
-            for _ in range(plan.steps_per_sample):
+            for k in range(plan.steps_per_sample):
                 n_steps += 1
                 state, info = thermostats.step(
                     state, settings, evaluate, rng,
                     where=f"Replica exchange diverged at step {n_steps}",
                     remedy="reduce step_size or lengthen the warm-up (tune)",
+                    half_kick=k == 0 and plan.resample_momenta,
                 )
                 tamed |= info.diverging
                 if n_steps % plan.exchange_every == 0:

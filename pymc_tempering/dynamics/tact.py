@@ -102,7 +102,7 @@ def _iteration(logp_and_grad, steps_per_sample: int, resample_momenta: bool, cal
         evaluate = thermostats.whitened(logp_and_grad, scale, basis)
         tamed = np.zeros(state.theta.shape[0], dtype=bool)
         try:
-            for _ in range(steps_per_sample):
+            for k in range(steps_per_sample):
                 if callback is not None:
                     callback(n_steps)
                 n_steps += 1
@@ -110,6 +110,7 @@ def _iteration(logp_and_grad, steps_per_sample: int, resample_momenta: bool, cal
                     state, settings, evaluate, rng,
                     where=f"TACT-HMC diverged at step {n_steps}",
                     remedy="reduce step_size, raise noise or lengthen the warm-up (tune)",
+                    half_kick=k == 0 and resample_momenta,
                 )
                 tamed |= info.diverging
         except DivergenceError as err:

