@@ -712,7 +712,8 @@ def stability_cap(curvature: np.ndarray, grad_var: np.ndarray, eta: float) -> np
 
 class Spread(NamedTuple):
     """Running sums of the positions of each chain, for the within-chain spread; ``outer``
-    (the sums of the outer products, ``(n, D, D)``) only for a dense preconditioner."""
+    (the sum of their outer products over the chains, ``(D, D)``) only for a dense
+    preconditioner."""
 
     total: np.ndarray
     total_sq: np.ndarray
@@ -722,15 +723,13 @@ class Spread(NamedTuple):
 
 def spread_empty(n: int, d: int, dense: bool = False) -> Spread:
     return Spread(np.zeros((n, d)), np.zeros((n, d)), np.zeros(n),
-                  np.zeros((n, d, d)) if dense else None)
+                  np.zeros((d, d)) if dense else None)
 
 
 def spread_add(spread: Spread, theta: np.ndarray, mask: np.ndarray) -> Spread:
     """Add the positions ``theta (n, D)`` of the chains where ``mask (n,)`` holds."""
     m = np.asarray(mask, dtype=float)[:, None]
-    outer = None
-    if spread.outer is not None:
-        outer = spread.outer + m[:, :, None] * theta[:, :, None] * theta[:, None, :]
+    outer = None if spread.outer is None else spread.outer + (m * theta).T @ theta
     return Spread(
         spread.total + m * theta, spread.total_sq + m * theta**2, spread.count + m[:, 0], outer
     )
@@ -749,17 +748,16 @@ def spread_sd(spread: Spread, min_count: int = 5) -> np.ndarray | None:
 
 
 def spread_cov(spread: Spread, min_count: int = 5) -> tuple[np.ndarray, float] | None:
-    """The pooled within-chain covariance ``(D, D)`` (chains with at least ``min_count``
-    positions) and the number of positions it pools, or None (no such chain, or no
-    ``outer`` sums)."""
-    ok = spread.count >= min_count
-    if spread.outer is None or not ok.any():
+    """The pooled within-chain covariance ``(D, D)``, each chain's positions about their own
+    mean, and the number of positions it pools; None without ``outer`` sums or when no chain
+    has ``min_count`` positions."""
+    if spread.outer is None or not (spread.count >= min_count).any():
         return None
-    c = spread.count[ok]
-    mean = spread.total[ok] / c[:, None]
-    cov = (spread.outer[ok] / c[:, None, None] - mean[:, :, None] * mean[:, None, :])
-    cov = cov * (c / (c - 1))[:, None, None]
-    return np.mean(cov, axis=0), float(c.sum())
+    seen = spread.count > 0
+    c = spread.count[seen]
+    mean = spread.total[seen] / c[:, None]
+    scatter = spread.outer - (mean.T * c) @ mean
+    return scatter / (c.sum() - c.size), float(c.sum())
 
 
 #: ``step_size="auto"`` preconditions models of at most this many flat coordinates with a
