@@ -496,3 +496,19 @@ def test_non_finite_gradient_is_named_at_once(method):
         with pytest.raises(pmt.NonFiniteGradientError, match=r"w_logodds__ = 40 .*chain 0"):
             sampler(5, tune=5, chains=2, model=model, random_seed=seed(65), progressbar=False,
                     initial_points=np.array([[0.0, 0.0, 40.0]] * 2))
+
+
+def test_tempering_step_cap_holds_the_kicks_of_xi_to_their_budget():
+    """``tempering_step_cap``: at the cap, the largest kick ``eta_xi |lambda'| T sqrt(d / 2)``
+    over the well is ``XI_KICK_BUDGET`` thermal sds ``sqrt(eta_xi)``; the default 0.001 is
+    kept below 8 parameters, and there is no cap without tempering."""
+    settings = thermostats.TACTSettings(0.01, 0.001, 0.05, 0.05, 1.0, 1.0, lambda_min=0.1)
+    xi = np.linspace(0.0, 1.0, 100_001)
+    lam, dlam = thermostats.coupling(xi, settings)
+    for d in (1, 7, 8, 89, 1000):
+        eta = thermostats.tempering_step_cap(settings, d)
+        kick = eta * np.max(np.abs(dlam) / lam) * np.sqrt(max(d, 1) / 2)
+        assert kick / np.sqrt(eta) == pytest.approx(thermostats.XI_KICK_BUDGET, rel=1e-3)
+        assert (eta > 0.001) == (d < 8)
+        assert thermostats.tempering_step_size(0.0, cap=eta) == min(0.001, eta)
+    assert thermostats.tempering_step_cap(settings._replace(tempering=False), 89) == np.inf

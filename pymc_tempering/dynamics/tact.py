@@ -131,7 +131,8 @@ def _iteration(logp_and_grad, steps_per_sample: int, resample_momenta: bool, cal
     return iterate
 
 
-def _warmup(logp_and_grad, tune: int, adapt_tempering: bool, rng: np.random.Generator, phase):
+def _warmup(logp_and_grad, tune: int, adapt_tempering: bool, rng: np.random.Generator, phase,
+            xi_cap: float = np.inf):
     """The ``step_size="auto"`` warm-up: a preconditioner re-estimated per window.
 
     After every warm-up iteration the positions of the chains at unit temperature are added to
@@ -174,7 +175,9 @@ def _warmup(logp_and_grad, tune: int, adapt_tempering: bool, rng: np.random.Gene
                 sd, old, curvature, grad_var, settings.eta_theta
             )
             if adapt_tempering:
-                settings = settings._replace(eta_xi=thermostats.tempering_step_size(energy_var))
+                settings = settings._replace(
+                    eta_xi=thermostats.tempering_step_size(energy_var, cap=xi_cap)
+                )
             state = thermostats.rescale(
                 state, settings, scale, new_scale, rng, tempering=settings.tempering,
                 w_inv=w_inv,
@@ -360,8 +363,11 @@ def sample_tact(
         blow-up during the warm-up repeats the iteration with ``scale`` halved (with a warning,
         at most 12 times; see ``docs/tact_hmc.md``). ``step_size_tempering="auto"``: 0.001,
         capped so that the tempering thermostat's excess ``eta_xi sigma_U^2 / 2`` from the minibatch energy noise
-        ``sigma_U^2`` (measured at the start and at every window) stays below 0.05. A number
-        is used as it is, in the model's units, with no preconditioner and no restart.
+        ``sigma_U^2`` (measured at the start and at every window) stays below 0.05, and so
+        that its kicks stay within 0.4 thermal sds for a model of this many parameters
+        (:func:`~pymc_tempering.kernels.thermostats.tempering_step_cap`: 8.7e-5 at 89
+        parameters, no cap below 8). A number is used as it is, in the model's units, with no
+        preconditioner and no restart.
     noise, noise_tempering : float
         Level ``c`` of the injected noise ``N(0, 2 c eta)``; also the friction the thermostats
         settle at without gradient noise, and the constant friction of the ablations.
@@ -470,10 +476,11 @@ def sample_tact(
         start = _initial_points(target, start, jitter, chains, seed_init)
     else:
         start = _initial_points(target, initial_points, jitter, chains, seed_init)
+    xi_cap = thermostats.tempering_step_cap(settings, target.ndim)
     if auto_tempering and tempering:
-        settings = settings._replace(
-            eta_xi=thermostats.tempering_step_size(thermostats.gradient_noise(logp_and_grad, start)[1])
-        )
+        settings = settings._replace(eta_xi=thermostats.tempering_step_size(
+            thermostats.gradient_noise(logp_and_grad, start)[1], cap=xi_cap
+        ))
     phase = {
         "warm": tune > 0, "blowups": 0, "divergences": 0, "spread": None,
         "dense": 2 <= target.ndim <= thermostats.DENSE_MAX_DIM,
@@ -497,7 +504,8 @@ def sample_tact(
         state, settings, draws=draws, tune=tune, chains=chains, rng=rng,
         record=_record(settings),
         keep=lambda loop, info: coupling(loop.dynamics.xi, settings)[0] == 1.0,
-        warmup=_warmup(logp_and_grad, tune, auto_tempering and tempering, warmup_rng, phase)
+        warmup=_warmup(logp_and_grad, tune, auto_tempering and tempering, warmup_rng, phase,
+                       xi_cap)
         if auto else None,
         description=f"TACT-HMC ({variant})", progressbar=progressbar,
         max_iterations=max_iterations, trajectory=STATS,

@@ -87,6 +87,7 @@ __all__ = [
     "curvature_scale",
     "gradient_noise",
     "tempering_step_size",
+    "tempering_step_cap",
     "window_ends",
     "curvature_at",
     "stability_cap",
@@ -647,15 +648,50 @@ def gradient_noise(
     return grad_var / n_pairs, energy_var / n_pairs
 
 
-def tempering_step_size(energy_var: float, default: float = AUTO_STEP_SIZE_TEMPERING) -> float:
+#: The tempering variable's deterministic kick in one Euler step, ``eta_xi |lambda'| sigma_U``
+#: with ``sigma_U`` the spread of the potential at the temperature, is held below this many
+#: thermal momentum sds ``sqrt(eta_xi)`` (:func:`tempering_step_cap`).
+XI_KICK_BUDGET = 0.4
+
+
+def tempering_step_cap(settings: TACTSettings, ndim: int) -> float:
+    """The largest ``eta_xi`` whose kicks stay within :data:`XI_KICK_BUDGET` thermal sds.
+
+    The force on the tempering variable is ``-lambda'(xi) (U - <U | xi>)`` (the biasing force
+    cancels the mean), and at temperature ``T = 1 / lambda`` the potential spreads by about
+    ``sigma_U = T sqrt(C)`` with ``C = max(ndim, 1) / 2`` the heat capacity of a Gaussian (as the
+    replica-exchange ladder assumes). Kicks of ``eta_xi |lambda'| sigma_U`` at most ``b
+    sqrt(eta_xi)`` give ``eta_xi <= b^2 / (C max_xi (lambda' / lambda)^2)``. Measured on the
+    non-centred radon intercepts (89 parameters, full batch, ``max_temperature = 10``): with
+    kicks of 1.4 thermal sds (``eta_xi = 0.001``) the draws' sd of ``sigma_alpha`` came out 1.30
+    times NUTS's, 1.23 with kicks of 0.7 (``max_temperature = 4``), and 0.99 with 0.3 and 0.4
+    (``max_temperature = 2``; ``eta_xi = 1e-4``); the parameters' own step size did not matter.
+    Infinite without tempering.
+    """
+    if not settings.tempering:
+        return np.inf
+    a = settings.unit_temperature_fraction
+    xi = np.linspace(a, 1.0, 2001)
+    lam, dlam = coupling(xi, settings)
+    worst = float(np.max((dlam / lam) ** 2))
+    if worst <= 0:
+        return np.inf
+    return XI_KICK_BUDGET**2 / (max(ndim, 1) / 2.0 * worst)
+
+
+def tempering_step_size(
+    energy_var: float, default: float = AUTO_STEP_SIZE_TEMPERING, cap: float = np.inf
+) -> float:
     """``eta_xi`` for the tempering variable given the energy noise ``sigma_U^2``.
 
     The thermostat of ``xi`` settles at ``c + eta_xi sigma_U^2 / 2`` (Theorem 1); the step is
-    capped so that the excess stays below ``XI_NOISE_BUDGET``.
+    capped so that the excess stays below ``XI_NOISE_BUDGET``, and at ``cap``
+    (:func:`tempering_step_cap`).
     """
+    step = min(default, cap)
     if not np.isfinite(energy_var) or energy_var <= 0:
-        return default
-    return float(min(default, 2.0 * XI_NOISE_BUDGET / energy_var))
+        return float(step)
+    return float(min(step, 2.0 * XI_NOISE_BUDGET / energy_var))
 
 
 def window_ends(tune: int) -> set[int]:
