@@ -294,7 +294,7 @@ def _replica_scales(plan: _Plan, base: np.ndarray, theta: np.ndarray, eta: float
     out = np.empty((n_rep, theta.shape[-1]))
     for j, beta in enumerate(plan.betas):
         rows = theta[:, j]
-        tempered = thermostats.whitened(plan.tempered(beta), np.ones(theta.shape[-1]), basis)
+        tempered = thermostats.whitened(plan.tempered(beta), 1.0, basis)
         grad_var, _ = thermostats.gradient_noise(tempered, rows)
         if olds is None:
             width = thermostats.curvature_scale(tempered, base)
@@ -342,17 +342,12 @@ def _warmup(plan: _Plan, tune: int, rng: np.random.Generator, phase, max_batches
             thermostats.spread_add(sp, v[:, j], every) for j, sp in enumerate(phase["spread"])
         ]
         if it in ends:
-            spreads, phase["spread"] = phase["spread"], None
-            olds = list(scale.reshape(plan.chains, n_rep, -1)[0])
-            sds, w_inv = [thermostats.spread_sd(sp) for sp in spreads], None
-            found = thermostats.decorrelating_basis(spreads[0]) if it != first else None
-            if found is not None:
-                w, w_inv = found
-                sds, olds = zip(*(
-                    thermostats.in_new_coordinates(sp, old, w_inv)
-                    for sp, old in zip(spreads, olds)
-                ))
-                basis = thermostats.compose(basis, w, w_inv)
+            sds, olds, basis, w_inv = thermostats.window_basis(
+                phase["spread"], list(scale.reshape(plan.chains, n_rep, -1)[0]), basis,
+                it != first,
+            )
+            phase["spread"] = None
+            if w_inv is not None:
                 v = v @ w_inv.T
             new_scale = _replica_scales(
                 plan, None, v, settings.eta_theta, olds, sds, basis

@@ -160,15 +160,13 @@ def _warmup(logp_and_grad, tune: int, adapt_tempering: bool, rng: np.random.Gene
         cold = coupling(state.xi, settings)[0] == 1.0
         phase["spread"] = thermostats.spread_add(phase["spread"], v, cold)
         if it in ends:
-            spread, phase["spread"] = phase["spread"], None
-            sd, old, w_inv = thermostats.spread_sd(spread), scale, None
-            found = thermostats.decorrelating_basis(spread) if it != first else None
-            if found is not None:
-                w, w_inv = found
-                sd, old = thermostats.in_new_coordinates(spread, scale, w_inv)
-                basis = thermostats.compose(basis, w, w_inv)
+            (sd,), (old,), basis, w_inv = thermostats.window_basis(
+                [phase["spread"]], [scale], basis, it != first
+            )
+            phase["spread"] = None
+            if w_inv is not None:
                 v = v @ w_inv.T
-            in_v = thermostats.whitened(logp_and_grad, np.ones(v.shape[-1]), basis)
+            in_v = thermostats.whitened(logp_and_grad, 1.0, basis)
             grad_var, energy_var = thermostats.gradient_noise(in_v, v)
             curvature = thermostats.curvature_at(in_v, v, old)
             new_scale = thermostats.adapted_scale(

@@ -99,6 +99,7 @@ __all__ = [
     "adapted_scale",
     "in_new_coordinates",
     "compose",
+    "window_basis",
     "rescale",
     "start_preconditioner",
 ]
@@ -557,7 +558,9 @@ def in_dynamics_units(theta: np.ndarray, scale: np.ndarray, basis: Basis | None 
     return v / scale
 
 
-def whitened(logp_and_grad: Callable, scale: np.ndarray, basis: Basis | None = None) -> Callable:
+def whitened(
+    logp_and_grad: Callable, scale: np.ndarray | float, basis: Basis | None = None
+) -> Callable:
     """``logp_and_grad`` in the preconditioned coordinates ``u``, ``theta = in_model_units(u)``.
 
     Running the dynamics on ``u`` is running them on ``theta`` with the mass matrix
@@ -844,6 +847,27 @@ def compose(basis: Basis | None, w: np.ndarray, w_inv: np.ndarray) -> Basis:
     if basis is None:
         return Basis(w, w_inv)
     return Basis(basis.to_model @ w, w_inv @ basis.from_model)
+
+
+def window_basis(
+    spreads: list[Spread], olds: list[np.ndarray], basis: Basis | None, allowed: bool
+) -> tuple[list, list, Basis | None, np.ndarray | None]:
+    """The change of coordinates at a warm-up window's end, and the spreads in the coordinates
+    after it.
+
+    With ``allowed`` (from the second window on) and the ``outer`` sums of a dense warm-up, the
+    coordinates change to those that decorrelate ``spreads[0]``'s positions (the chains' or the
+    ``T = 1`` replica's; :func:`decorrelating_basis`). Returns ``(sds, olds, basis, w_inv)``:
+    each spread's standard deviations and each old scale in the coordinates after the window
+    (:func:`in_new_coordinates`), the basis after it (:func:`compose`), and the change
+    ``v' = v @ w_inv.T`` (None where the coordinates stay).
+    """
+    found = decorrelating_basis(spreads[0]) if allowed else None
+    if found is None:
+        return [spread_sd(sp) for sp in spreads], list(olds), basis, None
+    w, w_inv = found
+    moved = [in_new_coordinates(sp, old, w_inv) for sp, old in zip(spreads, olds)]
+    return [m[0] for m in moved], [m[1] for m in moved], compose(basis, w, w_inv), w_inv
 
 
 def adapted_scale(
