@@ -92,6 +92,8 @@ __all__ = [
     "window_ends",
     "curvature_at",
     "stability_cap",
+    "noise_rotation",
+    "NOISE_PAIRS_PER_DIM",
     "Spread",
     "spread_empty",
     "spread_add",
@@ -649,7 +651,7 @@ def curvature_scale(
 
 
 def gradient_noise(
-    logp_and_grad: Callable, x: np.ndarray, n_pairs: int = 50
+    logp_and_grad: Callable, x: np.ndarray, n_pairs: int = 50, covariance: bool = False
 ) -> tuple[np.ndarray, float]:
     """The minibatch noise at the points ``x (n, D)``: ``n_pairs`` pairs of calls there.
 
@@ -662,16 +664,23 @@ def gradient_noise(
     of eight seeds on a 5,000-point regression left the noisy coefficient's thermostat at 0.8
     against its budget of 0.15 and the posterior sd 23% narrow; with fifty, 0.91 to 1.01 of
     the truth over the eight. An exact model stops after the first pair (no difference).
+    With ``covariance``, the first result is the gradient noise's ``(D, D)`` covariance
+    (mean over the rows and pairs of ``(a - b)(a - b)^T / 2``), whose diagonal is the variance.
     """
     grad_var, energy_var = 0.0, 0.0
     for k in range(n_pairs):
         lp1, g1 = logp_and_grad(x)
         lp2, g2 = logp_and_grad(x)
         with np.errstate(all="ignore"):
-            grad_var = grad_var + 0.5 * np.mean((np.asarray(g1) - np.asarray(g2)) ** 2, axis=0)
+            diff = np.asarray(g1) - np.asarray(g2)
+            if covariance:
+                grad_var = grad_var + 0.5 * diff.T @ diff / diff.shape[0]
+            else:
+                grad_var = grad_var + 0.5 * np.mean(diff**2, axis=0)
             energy_var += 0.5 * float(np.mean((np.asarray(lp1) - np.asarray(lp2)) ** 2))
         if k == 0 and energy_var == 0 and not np.any(grad_var):
-            return np.zeros(np.shape(x)[-1]), 0.0  # deterministic: a full-batch density
+            d = np.shape(x)[-1]  # deterministic: a full-batch density
+            return (np.zeros((d, d)) if covariance else np.zeros(d)), 0.0
     return grad_var / n_pairs, energy_var / n_pairs
 
 
@@ -873,8 +882,46 @@ def compose(basis: Basis | None, w: np.ndarray, w_inv: np.ndarray) -> Basis:
     return Basis(basis.to_model @ w, w_inv @ basis.from_model)
 
 
+#: Pairs of minibatch calls per coordinate for the noise covariance of :func:`noise_rotation`
+#: (at least 50): the rows of a call share a minibatch, so the pairs are its samples.
+NOISE_PAIRS_PER_DIM = 4
+
+
+def noise_rotation(logp_and_grad: Callable, x: np.ndarray) -> np.ndarray | None:
+    """The rotation of the coordinates that makes the minibatch gradient noise uncorrelated
+    between them, or None for an exact density.
+
+    ``logp_and_grad`` in coordinates where the positions are decorrelated
+    (:func:`decorrelating_basis`), ``x (n, D)`` the chains there. Returns the orthogonal ``Q``
+    of the eigenvectors of the noise covariance ``S`` measured there
+    (:func:`gradient_noise`), ``S = Q diag(s) Q^T``: in the coordinates ``v' = v @ Q`` each
+    coordinate's noise is its own, so one thermostat per coordinate absorbs all of it
+    (Theorem 1 holds coordinate by coordinate), and the positions, whose covariance is near
+    the identity, stay decorrelated under the turn. Without it, the noise of a sum of
+    coordinates is not the sum of their noises: in a minibatched hierarchical model the
+    group mean's gradient is the sum of the group members' (the same residuals), while along
+    the posterior's long direction (the mean up, the members' offsets down) the noises cancel.
+    Each thermostat then sets its friction to its own coordinate's noise, too much along that
+    direction, and the draws come out cold there. On the non-centred radon intercepts (89
+    parameters, 919 observations in batches of 100; SGNHT, 4 chains of 4,000 draws, seed 3)
+    the sds of ``mu_alpha``, ``sigma_alpha``, ``beta`` and ``sigma`` over full-data NUTS's were
+    0.89, 0.85, 0.99 and 1.09 without the turn and 0.96, 0.89, 0.97 and 0.99 with it. The
+    covariance takes :data:`NOISE_PAIRS_PER_DIM` pairs of calls per coordinate: from 50 pairs
+    it has rank 50 at most, the turn is arbitrary in the rest, and ``beta`` and ``sigma`` came
+    out 6% and 15-18% wide with it (400 and 1,000 pairs gave what 4 per coordinate, 356, give,
+    within a few percent).
+    """
+    d = np.shape(x)[-1]
+    pairs = max(50, NOISE_PAIRS_PER_DIM * d)
+    cov, _ = gradient_noise(logp_and_grad, x, n_pairs=pairs, covariance=True)
+    if not np.any(cov) or not np.all(np.isfinite(cov)):
+        return None
+    return np.linalg.eigh(0.5 * (cov + cov.T))[1]
+
+
 def window_basis(
-    spreads: list[Spread], olds: list[np.ndarray], basis: Basis | None, allowed: bool
+    spreads: list[Spread], olds: list[np.ndarray], basis: Basis | None, allowed: bool,
+    noise: Callable[[Basis, np.ndarray], np.ndarray | None] | None = None,
 ) -> tuple[list, list, Basis | None, np.ndarray | None]:
     """The change of coordinates at a warm-up window's end, and the spreads in the coordinates
     after it.
@@ -884,12 +931,18 @@ def window_basis(
     ``T = 1`` replica's; :func:`decorrelating_basis`). Returns ``(sds, olds, basis, w_inv)``:
     each spread's standard deviations and each old scale in the coordinates after the window
     (:func:`in_new_coordinates`), the basis after it (:func:`compose`), and the change
-    ``v' = v @ w_inv.T`` (None where the coordinates stay).
+    ``v' = v @ w_inv.T`` (None where the coordinates stay). ``noise(basis, w_inv)``, given
+    the basis of the decorrelated coordinates and the change to them, returns a rotation
+    that makes the gradient noise uncorrelated there (:func:`noise_rotation`) or None; the
+    change then includes it.
     """
     found = decorrelating_basis(spreads[0]) if allowed else None
     if found is None:
         return [spread_sd(sp) for sp in spreads], list(olds), basis, None
     w, w_inv = found
+    q = None if noise is None else noise(compose(basis, w, w_inv), w_inv)
+    if q is not None:
+        w, w_inv = w @ q, q.T @ w_inv
     moved = [in_new_coordinates(sp, old, w_inv) for sp, old in zip(spreads, olds)]
     return [m[0] for m in moved], [m[1] for m in moved], compose(basis, w, w_inv), w_inv
 
