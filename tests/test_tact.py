@@ -81,9 +81,8 @@ def test_thermostat_holds_the_euler_dynamics_at_theorem_1_and_the_positions_exac
     gradient plus white noise of variance ``sigma^2`` with ``eta sigma^2 / 2 = 0.1``, the warm-up's
     budget), no momentum refresh, a slow thermostat (``gamma = 100``, so its fluctuations do not
     bend its mean): the thermostat settles at Theorem 1's ``D = c + eta sigma^2 / 2`` with its
-    variance ``eta / gamma``, and the
-    positions' variance is that of the linear recursion at ``z = D`` (discrete Lyapunov
-    equation; ``1 + O(eta k)``). A thermostat that held the Euler momenta at ``E r^2 = eta``
+    variance ``eta / gamma``, and the positions' variance is that of the linear recursion at
+    ``z = D`` (discrete Lyapunov equation; ``1 + O(eta k)``). A thermostat that held the Euler momenta at ``E r^2 = eta``
     settled at ``1 - sqrt(1 - 2 D)`` (0.163 here against 0.15) with the variance 8% low. The
     standard errors are the spread over the chains, which are independent."""
     eta, c, k, gamma = 0.01, 0.05, 1.0, 100.0
