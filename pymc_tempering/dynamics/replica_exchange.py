@@ -342,13 +342,9 @@ def _warmup(plan: _Plan, tune: int, rng: np.random.Generator, phase, max_batches
             thermostats.spread_add(sp, v[:, j], every) for j, sp in enumerate(phase["spread"])
         ]
         if it in ends:
-            def noise(new_basis, w_inv, cold=v[:, 0]):  # at the T = 1 replicas
-                in_new = thermostats.whitened(plan.tempered(1.0), 1.0, new_basis)
-                return thermostats.noise_rotation(in_new, cold @ w_inv.T)
-
             sds, olds, basis, w_inv = thermostats.window_basis(
                 phase["spread"], list(scale.reshape(plan.chains, n_rep, -1)[0]), basis,
-                it != first, noise,
+                it != first, (plan.tempered(1.0), v[:, 0]),  # the noise at the T = 1 replicas
             )
             phase["spread"] = None
             if w_inv is not None:

@@ -160,12 +160,8 @@ def _warmup(logp_and_grad, tune: int, adapt_tempering: bool, rng: np.random.Gene
         cold = coupling(state.xi, settings)[0] == 1.0
         phase["spread"] = thermostats.spread_add(phase["spread"], v, cold)
         if it in ends:
-            def noise(new_basis, w_inv, v=v):
-                in_new = thermostats.whitened(logp_and_grad, 1.0, new_basis)
-                return thermostats.noise_rotation(in_new, v @ w_inv.T)
-
             (sd,), (old,), basis, w_inv = thermostats.window_basis(
-                [phase["spread"]], [scale], basis, it != first, noise
+                [phase["spread"]], [scale], basis, it != first, (logp_and_grad, v)
             )
             phase["spread"] = None
             if w_inv is not None:

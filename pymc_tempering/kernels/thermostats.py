@@ -924,7 +924,7 @@ def noise_rotation(logp_and_grad: Callable, x: np.ndarray) -> np.ndarray | None:
 
 def window_basis(
     spreads: list[Spread], olds: list[np.ndarray], basis: Basis | None, allowed: bool,
-    noise: Callable[[Basis, np.ndarray], np.ndarray | None] | None = None,
+    noise: tuple[Callable, np.ndarray] | None = None,
 ) -> tuple[list, list, Basis | None, np.ndarray | None]:
     """The change of coordinates at a warm-up window's end, and the spreads in the coordinates
     after it.
@@ -934,16 +934,19 @@ def window_basis(
     ``T = 1`` replica's; :func:`decorrelating_basis`). Returns ``(sds, olds, basis, w_inv)``:
     each spread's standard deviations and each old scale in the coordinates after the window
     (:func:`in_new_coordinates`), the basis after it (:func:`compose`), and the change
-    ``v' = v @ w_inv.T`` (None where the coordinates stay). ``noise(basis, w_inv)``, given
-    the basis of the decorrelated coordinates and the change to them, returns a rotation
-    that makes the gradient noise uncorrelated there (:func:`noise_rotation`) or None; the
-    change then includes it.
+    ``v' = v @ w_inv.T`` (None where the coordinates stay). With ``noise = (logp_and_grad,
+    x)``, the model's density (in its own units) and positions ``x (n, D)`` in the coordinates
+    ``v``, the change also turns the decorrelated coordinates to those in which the gradient
+    noise measured at ``x`` is uncorrelated (:func:`noise_rotation`).
     """
     found = decorrelating_basis(spreads[0]) if allowed else None
     if found is None:
         return [spread_sd(sp) for sp in spreads], list(olds), basis, None
     w, w_inv = found
-    q = None if noise is None else noise(compose(basis, w, w_inv), w_inv)
+    q = None
+    if noise is not None:
+        density, x = noise
+        q = noise_rotation(whitened(density, 1.0, compose(basis, w, w_inv)), x @ w_inv.T)
     if q is not None:
         w, w_inv = w @ q, q.T @ w_inv
     moved = [in_new_coordinates(sp, old, w_inv) for sp, old in zip(spreads, olds)]
