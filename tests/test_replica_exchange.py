@@ -367,6 +367,57 @@ def test_bimodal_weights_replica_exchange_vs_single_replica():
     assert abs(frac - 0.7) > 10 * mcse and abs(frac - 0.7) > 0.3, frac
 
 
+def label_switching_mixture(minibatch: bool = True) -> pm.Model:
+    """Two normal components of unit sd at -1 and 1.5 (weights 0.4, 0.6), 10,000 data; the
+    means ``N(0, 5)`` and the weights ``Dirichlet(1, 1)``: a posterior of two label-switched
+    modes of equal mass, thousands of nats apart."""
+    rng = np.random.default_rng(0)
+    n = 10_000
+    first = rng.random(n) < 0.4
+    y = np.where(first, rng.normal(-1.0, 1.0, n), rng.normal(1.5, 1.0, n))
+    with pm.Model() as model:
+        w = pm.Dirichlet("w", np.ones(2))
+        mu = pm.Normal("mu", 0.0, 5.0, shape=2)
+        observed = pm.Minibatch(y, batch_size=200) if minibatch else y
+        pm.NormalMixture("y", w=w, mu=mu, sigma=1.0, observed=observed,
+                         total_size=n if minibatch else None)
+    return model
+
+
+@pytest.mark.slow  # about 60 s
+def test_a_label_switching_mixture_at_the_defaults():
+    """Replica exchange at its defaults on :func:`label_switching_mixture`: both labellings at
+    ``T = 1`` with weight 1/2 within ``K`` Monte Carlo standard errors, and within a mode
+    (the means sorted) the means within ``K`` standard errors plus 0.25 posterior sds of the
+    full-data Laplace approximation and the sds within 25% of it plus ``K`` standard errors
+    (issue 16's tolerances). Before the warm-up undid kicks beyond ``max_kick``
+    (``TACTSettings.kick_raises``), a kick in the second window threw a mean to 144 and every
+    one of the 4,000 draws was tamed, with means of order 1e4 (2026-11-24, seed 1)."""
+    with label_switching_mixture(minibatch=False):
+        point = pm.find_MAP(start={"mu": np.array([-1.0, 1.5]),
+                                   "w_simplex__": np.array([np.log(0.4 / 0.6)])},
+                            progressbar=False)
+        cov = np.linalg.inv(pm.find_hessian(point))  # w_simplex__, then mu
+    mode, sd = np.sort(point["mu"]), np.sqrt(np.diag(cov))[1:][np.argsort(point["mu"])]
+    idata = sample_replica_exchange(
+        model=label_switching_mixture(), random_seed=seed(14), progressbar=False
+    )
+    assert idata["sample_stats"]["diverging"].values.mean() < 0.01
+    mu = idata["posterior"]["mu"].values
+    assert_within_mcse((mu[..., 0] < mu[..., 1]).astype(float), 0.5, min_ess=100,
+                       what="weight of one labelling")
+    ordered = np.sort(mu, axis=-1)
+    for k in range(2):
+        d = ordered[..., k]
+        ess = float(array_stats.ess(d, method="mean", chain_axis=0, draw_axis=1))
+        assert abs(d.mean() - mode[k]) < 0.25 * sd[k] + K * d.std() / np.sqrt(ess), (
+            d.mean(), mode[k], sd[k])
+        ess2 = float(array_stats.ess((d - d.mean()) ** 2, method="mean", chain_axis=0,
+                                     draw_axis=1))
+        ratio, se = d.std() / sd[k], np.sqrt(2 / ess2) / 2
+        assert abs(ratio - 1) < 0.25 + K * se, f"mu {k}: sd {ratio:.3f} x Laplace (se {se:.3f})"
+
+
 def test_flat_prior_and_potential_runs_with_the_potential_tempered():
     """A density written as a potential on a flat variable (the poster's ``U(theta)``): its
     prior is a constant, whose gradient PyTensor called disconnected (the run raised at
