@@ -69,6 +69,22 @@ def assert_within_mcse(values, truth, k: float = K, what: str = "mean", min_ess:
     return mean, se
 
 
+def assert_near_laplace(draws, mean: float, sd: float, what: str = "draws") -> None:
+    """Issue 16's tolerances for a stochastic-gradient sampler against a Laplace approximation
+    that is Gaussian to well within the Monte Carlo error: the mean of ``draws (chain, draw)``
+    within 0.25 ``sd`` plus ``K`` Monte Carlo standard errors of ``mean``, and their sd within
+    25% of ``sd`` plus ``K`` standard errors of the ratio (from the ESS of the squared
+    deviations)."""
+    d = np.asarray(draws, dtype=float)
+    ess = float(array_stats.ess(d, method="mean", chain_axis=0, draw_axis=1))
+    assert abs(d.mean() - mean) < 0.25 * sd + K * d.std() / np.sqrt(ess), (
+        f"{what}: mean {d.mean():.5g} against {mean:.5g} (sd {sd:.3g}, ESS {ess:.0f})"
+    )
+    ess2 = float(array_stats.ess((d - d.mean()) ** 2, method="mean", chain_axis=0, draw_axis=1))
+    ratio, se = d.std() / sd, np.sqrt(2 / ess2) / 2
+    assert abs(ratio - 1) < 0.25 + K * se, f"{what}: sd {ratio:.3f} x Laplace (se {se:.3f})"
+
+
 def assert_diagnosed_ok(idata, family_p: float = 1e-5) -> None:
     """Assert ``pmt.diagnose(idata)`` finds nothing wrong with a run that is right by construction.
 

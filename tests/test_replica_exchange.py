@@ -12,8 +12,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
-from arviz_stats.base import array_stats
-from checks import K, assert_within_mcse, assert_within_se, seed
+from checks import K, assert_near_laplace, assert_within_mcse, assert_within_se, seed
 from targets import minibatch_regression
 from scipy.special import expit
 from scipy.stats import halfnorm, norm
@@ -317,13 +316,7 @@ def test_hot_replicas_of_a_regression_stay_proper_at_the_defaults():
     for k, (name, mean) in enumerate((("a", point["a"]), ("b", point["b"]),
                                       ("s_log__", point["s_log__"]))):
         group = "unconstrained_posterior" if name == "s_log__" else "posterior"
-        d = idata[group][name].values
-        ess = float(array_stats.ess(d, method="mean", chain_axis=0, draw_axis=1))
-        assert abs(d.mean() - mean) < 0.25 * sd[k] + K * d.std() / np.sqrt(ess), name
-        ess2 = float(array_stats.ess((d - d.mean()) ** 2, method="mean", chain_axis=0,
-                                     draw_axis=1))
-        ratio, se = d.std() / sd[k], np.sqrt(2 / ess2) / 2
-        assert abs(ratio - 1) < 0.25 + K * se, f"{name}: sd {ratio:.3f} x Laplace (se {se:.3f})"
+        assert_near_laplace(idata[group][name].values, mean, sd[k], what=name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -384,15 +377,22 @@ def label_switching_mixture(minibatch: bool = True) -> pm.Model:
     return model
 
 
-@pytest.mark.slow  # about 60 s
+@pytest.mark.slow  # about 70 s
 def test_a_label_switching_mixture_at_the_defaults():
-    """Replica exchange at its defaults on :func:`label_switching_mixture`: both labellings at
-    ``T = 1`` with weight 1/2 within ``K`` Monte Carlo standard errors, and within a mode
-    (the means sorted) the means within ``K`` standard errors plus 0.25 posterior sds of the
-    full-data Laplace approximation and the sds within 25% of it plus ``K`` standard errors
-    (issue 16's tolerances). Before the warm-up undid kicks beyond ``max_kick``
-    (``TACTSettings.kick_raises``), a kick in the second window threw a mean to 144 and every
-    one of the 4,000 draws was tamed, with means of order 1e4 (2026-11-24, seed 1)."""
+    """Replica exchange at its defaults on :func:`label_switching_mixture`: no divergent draw
+    beyond 1%, every chain switches labelling at ``T = 1`` and holds each for between 5% and
+    95% of its draws, and within a mode (the means sorted) the means within 0.25 posterior sds
+    plus ``K`` Monte Carlo standard errors of the full-data Laplace approximation and the sds
+    within 25% of it plus ``K`` standard errors (issue 16's tolerances). Before the warm-up
+    undid kicks beyond ``max_kick`` (``TACTSettings.kick_raises``), a kick in the second
+    window threw a mean to 144 and every one of the 4,000 draws was tamed, with means of order
+    1e4 and each chain in one labelling (2026-11-24, seed 1).
+
+    The labelling's weight, 1/2 by symmetry, is not checked against its Monte Carlo error: the
+    chains switch 110 to 190 times each, but their shares wander over hundreds of draws
+    (0.25 to 0.71 per chain at ``PMT_TEST_SEED`` 0 to 3; the ESS of the indicator 33 to 170,
+    and ``tune=3000`` did not raise it), so four chains cannot calibrate it. The 5% to 95% band
+    is 3.7 of the chains' sd of about 0.12 from 1/2."""
     with label_switching_mixture(minibatch=False):
         point = pm.find_MAP(start={"mu": np.array([-1.0, 1.5]),
                                    "w_simplex__": np.array([np.log(0.4 / 0.6)])},
@@ -404,18 +404,13 @@ def test_a_label_switching_mixture_at_the_defaults():
     )
     assert idata["sample_stats"]["diverging"].values.mean() < 0.01
     mu = idata["posterior"]["mu"].values
-    assert_within_mcse((mu[..., 0] < mu[..., 1]).astype(float), 0.5, min_ess=100,
-                       what="weight of one labelling")
+    labelling = mu[..., 0] < mu[..., 1]
+    switches = (np.diff(labelling.astype(int), axis=1) != 0).sum(axis=1)
+    share = labelling.mean(axis=1)
+    assert np.all(switches >= 10) and np.all((share > 0.05) & (share < 0.95)), (switches, share)
     ordered = np.sort(mu, axis=-1)
     for k in range(2):
-        d = ordered[..., k]
-        ess = float(array_stats.ess(d, method="mean", chain_axis=0, draw_axis=1))
-        assert abs(d.mean() - mode[k]) < 0.25 * sd[k] + K * d.std() / np.sqrt(ess), (
-            d.mean(), mode[k], sd[k])
-        ess2 = float(array_stats.ess((d - d.mean()) ** 2, method="mean", chain_axis=0,
-                                     draw_axis=1))
-        ratio, se = d.std() / sd[k], np.sqrt(2 / ess2) / 2
-        assert abs(ratio - 1) < 0.25 + K * se, f"mu {k}: sd {ratio:.3f} x Laplace (se {se:.3f})"
+        assert_near_laplace(ordered[..., k], mode[k], sd[k], what=f"sorted mu {k}")
 
 
 def test_flat_prior_and_potential_runs_with_the_potential_tempered():

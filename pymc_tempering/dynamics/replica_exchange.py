@@ -800,6 +800,7 @@ def sample_replica_exchange(
         "exchange_test": "corrected_logistic" if corrected else "metropolis",
         "step_size": float(trace.params.eta_theta), "noise": float(noise),
         "step_size_mode": "auto" if auto else "fixed", "warmup_blowups": blowups,
+        "warmup_kicks_undone": int(phase.get("kicks", 0)) if auto else 0,
         "thermal_inertia": float(thermal_inertia), "thermostat": str(thermostat),
         "steps_per_sample": steps[0], "tune": tune,
     }

@@ -516,6 +516,7 @@ def sample_tact(
     attrs = {
         "variant": variant, "step_size": settings.eta_theta, "step_size_tempering": settings.eta_xi,
         "step_size_mode": "auto" if auto else "fixed", "warmup_blowups": retries,
+        "warmup_kicks_undone": int(phase.get("kicks", 0)) if auto else 0,
         "noise": settings.c_theta, "noise_tempering": settings.c_xi,
         "thermal_inertia": settings.gamma_theta, "thermal_inertia_tempering": settings.gamma_xi,
         "thermostat": thermostat, "steps_per_sample": int(steps_per_sample),
