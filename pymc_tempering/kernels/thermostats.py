@@ -1077,7 +1077,6 @@ def recover_blowup(
     if isinstance(err, KickBeyondBound):
         # one chain's preconditioner, not everyone's: the next window's end re-estimates them
         phase["kicks"] = phase.get("kicks", 0) + 1
-        phase["last_kick"] = str(err)
         halve = np.where(
             err.rows[:, None] if np.ndim(scale) == 2 and len(scale) == err.rows.size else True,
             0.5, 1.0,
