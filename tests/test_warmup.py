@@ -284,14 +284,16 @@ def test_a_kick_beyond_the_bound_in_the_warm_up_halves_that_chains_preconditione
     ``max_kick`` is not tamed but undone: the step raises, naming the chains, and
     :func:`recover_blowup` returns the iteration's start with those chains' preconditioner
     halved and the others' as they were, counted apart from the blow-ups (whose limit it does
-    not use up) and not warned about. Replica exchange on a two-component normal mixture (10,000 data in minibatches
-    of 200) at its defaults threw a mean to 144 in one such kick, with every value finite."""
+    not use up) and not warned about. Replica exchange on a two-component normal mixture
+    (10,000 data in minibatches of 200) at its defaults threw a mean to 144 in one such kick,
+    with every value finite."""
     def force(theta):
         return np.zeros(theta.shape[0]), np.array([[1.0, 0.0], [1e6, -1e6], [0.0, 2.0]])
 
     settings = thermostats.TACTSettings(0.01, 1.0, 0.0, 0.0, 1.0, 1.0, tempering=False,
                                         thermostat=False, max_kick=10.0, kick_raises=True)
-    state = thermostats.init(np.zeros((3, 2)), settings, np.random.default_rng(1))
+    state = thermostats.init(np.array([[1.0, -2.0], [3.0, 0.5], [-1.0, 4.0]]), settings,
+                             np.random.default_rng(1))
     with pytest.raises(thermostats.KickBeyondBound, match="beyond max_kick") as caught:
         thermostats.step(state, settings, force, np.random.default_rng(2), where="here")
     np.testing.assert_array_equal(caught.value.rows, [False, True, False])
