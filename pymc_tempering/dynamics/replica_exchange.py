@@ -363,12 +363,9 @@ def _warmup(plan: _Plan, tune: int, rng: np.random.Generator, phase, max_batches
                 n_batches = exchange.batches_for_noise(noise, max_batches, plan.exact_from)
                 phase["attempted"], phase["noise_sq"] = ex.attempted, ex.single_noise_sq
             loop = _Loop(state, ex, n_steps, new_scale, n_batches, basis)
-        if it == first:  # after the transit, a kick beyond the bound is undone (TACTSettings)
-            settings = settings._replace(max_kick=thermostats.MAX_KICK, kick_raises=True)
         if it == tune - 1:
             phase["warm"] = False
-            settings = settings._replace(max_kick=thermostats.MAX_KICK, kick_raises=False)
-        return loop, settings
+        return loop, thermostats.warmup_kick_bound(settings, it, first, tune)
 
     return warmup
 

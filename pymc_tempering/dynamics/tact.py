@@ -181,12 +181,9 @@ def _warmup(logp_and_grad, tune: int, adapt_tempering: bool, rng: np.random.Gene
                 w_inv=w_inv,
             )
             loop = _Loop(state, n_steps, new_scale, basis)
-        if it == first:  # after the transit, a kick beyond the bound is undone (TACTSettings)
-            settings = settings._replace(max_kick=thermostats.MAX_KICK, kick_raises=True)
         if it == tune - 1:
             phase["warm"] = False
-            settings = settings._replace(max_kick=thermostats.MAX_KICK, kick_raises=False)
-        return loop, settings
+        return loop, thermostats.warmup_kick_bound(settings, it, first, tune)
 
     return warmup
 

@@ -96,6 +96,7 @@ __all__ = [
     "curvature_at",
     "stability_cap",
     "noise_rotation",
+    "warmup_kick_bound",
     "NOISE_PAIRS_PER_DIM",
     "Spread",
     "spread_empty",
@@ -209,6 +210,18 @@ class TACTSettings(NamedTuple):
 #: windows and, after them, 7 to 24 times in 10,000 steps, all at the hottest replica of
 #: replica exchange (measured with the bound from the start).
 MAX_KICK = 10.0
+
+
+def warmup_kick_bound(settings: TACTSettings, it: int, first: int, tune: int) -> TACTSettings:
+    """The kick bound of the ``step_size="auto"`` warm-up after its iteration ``it``: none in
+    the first window (the transit, ending at ``first``, whose kicks are large by design), then
+    ``MAX_KICK`` with ``kick_raises`` (a kick beyond it undone, :func:`recover_blowup`) to the
+    end of the warm-up (``tune``), then ``MAX_KICK`` tamed (see :class:`TACTSettings`)."""
+    if it == first:
+        settings = settings._replace(max_kick=MAX_KICK, kick_raises=True)
+    if it == tune - 1:
+        settings = settings._replace(max_kick=MAX_KICK, kick_raises=False)
+    return settings
 
 
 class KickBeyondBound(DivergenceError):
@@ -1077,11 +1090,8 @@ def recover_blowup(
     if isinstance(err, KickBeyondBound):
         # one chain's preconditioner, not everyone's: the next window's end re-estimates them
         phase["kicks"] = phase.get("kicks", 0) + 1
-        halve = np.where(
-            err.rows[:, None] if np.ndim(scale) == 2 and len(scale) == err.rows.size else True,
-            0.5, 1.0,
-        )
-        new_scale = scale * halve
+        per_row = np.ndim(scale) == 2 and len(scale) == err.rows.size
+        new_scale = np.where(err.rows[:, None], 0.5 * scale, scale) if per_row else 0.5 * scale
         return rescale(state, settings, scale, new_scale, rng, tempering=tempering), new_scale
     phase["blowups"] += 1
     if phase["blowups"] > MAX_WARMUP_BLOWUPS:
