@@ -51,9 +51,10 @@ def run_seed(seed: int, pytest_args: list[str], workdir: Path) -> dict:
     """Run pytest once with ``PMT_TEST_SEED=seed``; return its outcomes and wall time."""
     xml = workdir / f"seed_{seed}.xml"
     env = {**os.environ, "PMT_TEST_SEED": str(seed)}
-    # a file that fails to import is reported as an error; the other files still run
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}",
-           "--continue-on-collection-errors",
+    # a file that fails to import is reported as an error; the other files still run; one
+    # process per seed (-n 0, against pyproject's -n 2): --jobs sets the parallelism here
+    cmd = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
+           f"--junitxml={xml}", "--continue-on-collection-errors",
            *pytest_args]
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
