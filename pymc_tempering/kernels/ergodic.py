@@ -440,10 +440,15 @@ def tuning_gradients(objective: Objective, params: FitParameters, tune_initial):
     grads : list of symbolic variables, one per entry of ``tuned``
     """
     phi = [params.log_step_size, params.log_momentum_variance]
-    if tune_initial == "stein":
-        return [*phi, params.log_scale], [*pt.grad(-objective.surrogate, phi), -objective.stein_gap]
-    initial = [params.mean, params.log_std] if tune_initial else []
-    return phi + initial, pt.grad(-objective.surrogate, phi + initial)  # one backward pass
+    if tune_initial is True:
+        initial = [params.mean, params.log_std]
+        return phi + initial, pt.grad(-objective.surrogate, phi + initial)  # one backward pass
+    # False and "stein" are one graph, so that one compiled step serves both: the common log
+    # scale moves along -gap, or along 0 for False (Adam then leaves it at 0 exactly). The
+    # switch is a shared flag, not a constant, so the two compile to the same function.
+    tune_scale = pytensor.shared(np.int8(tune_initial == "stein"), name="tune_scale")
+    direction = pt.switch(tune_scale, -objective.stein_gap, 0.0)
+    return [*phi, params.log_scale], [*pt.grad(-objective.surrogate, phi), direction]
 
 
 def constrained_adam(
@@ -499,6 +504,10 @@ def compile_training_step(
     u = pt.matrix("u", dtype="float64")
     obj = emlbo(target, params, eps0, eps_r, u, n_leapfrog, stop_gradient)
     tuned, grads = tuning_gradients(obj, params, tune_initial)
+    # Shared, not constants: fits that differ only in these reuse the compiled step (numba's
+    # cache is keyed by the graph, constants included; a first compile is 30 s or more).
+    learning_rate = pytensor.shared(np.float64(learning_rate), name="learning_rate")
+    h = pytensor.shared(np.float64(h), name="entropy_lower_bound")
     updates, finite = constrained_adam(grads, tuned, params, learning_rate, h, target.ndim)
     outputs = [obj.objective, obj.expected_log_density, obj.acceptance, obj.entropy,
                obj.stein_gap, finite]
