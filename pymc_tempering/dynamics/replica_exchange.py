@@ -29,7 +29,7 @@ import xarray as xr
 from pymc.model import modelcontext
 
 from pymc_tempering.driver import constrained_draws, driver_result, run_kernel
-from pymc_tempering.kernels import Info, exchange, thermostats
+from pymc_tempering.kernels import exchange, thermostats
 from pymc_tempering.kernels.exchange import CORRECTION_SD, temperature_ladder
 from pymc_tempering.kernels.thermostats import TACTSettings
 from pymc_tempering.sampling import (
@@ -247,12 +247,9 @@ def _iteration(plan: _Plan, phase=None):
             state, scale = thermostats.recover_blowup(
                 err, phase, loop.dynamics, settings, scale, rng, tempering=False
             )
-            n = state.theta.shape[0]
-            with np.errstate(all="ignore"):
-                energy = -thermostats.whitened(logp_and_grad, scale, basis)(state.theta)[0]
             return (
                 _Loop(state, loop.exchange, n_steps, scale, n_batches, basis),
-                Info(np.ones(n), np.ones(n, bool), energy),
+                thermostats.dropped_info(logp_and_grad, state, scale, basis),
             )
         if plan.resample_momenta:
             state = thermostats.refresh_momenta(state, settings, rng, tempering=False)

@@ -117,12 +117,9 @@ def _iteration(logp_and_grad, steps_per_sample: int, resample_momenta: bool, cal
             state, scale = thermostats.recover_blowup(
                 err, phase, loop.dynamics, settings, scale, rng, tempering=settings.tempering
             )
-            n = state.theta.shape[0]
-            with np.errstate(all="ignore"):
-                energy = -thermostats.whitened(logp_and_grad, scale, basis)(state.theta)[0]
+            info = thermostats.dropped_info(logp_and_grad, state, scale, basis)
             kinetic = thermostats.kinetic_temperature(state, settings)
-            info = _Info(np.ones(n), np.ones(n, bool), energy, kinetic)
-            return _Loop(state, n_steps, scale, basis), info
+            return _Loop(state, n_steps, scale, basis), _Info(*info, kinetic)
         kinetic = thermostats.kinetic_temperature(state, settings)
         if resample_momenta:
             state = thermostats.refresh_momenta(state, settings, rng)

@@ -1104,6 +1104,16 @@ def recover_blowup(
     return rescale(state, settings, scale, 0.5 * scale, rng, tempering=tempering), 0.5 * scale
 
 
+def dropped_info(logp_and_grad, state: TACTState, scale, basis) -> Info:
+    """The report of an iteration :func:`recover_blowup` undid: every chain marked diverging,
+    acceptance 1 (the dynamics has no test) and the potential energy where the chains stay
+    (``state``, the iteration's start), non-finite values left as they are."""
+    n = state.theta.shape[0]
+    with np.errstate(all="ignore"):
+        energy = -whitened(logp_and_grad, scale, basis)(state.theta)[0]
+    return Info(np.ones(n), np.ones(n, bool), energy)
+
+
 def warn_blowups(method: str, phase: dict | None) -> None:
     """Warn about what :func:`recover_blowup` undid in a run of ``method`` (its name)."""
     if phase is None:
