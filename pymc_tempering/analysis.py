@@ -371,8 +371,14 @@ def weighted_summary(
     pandas.DataFrame
         One row per scalar element: weighted ``mean``, ``sd``, the interval's quantiles
         (``eti_lo``, ``eti_hi``), ``median``, ``mcse_mean`` (delta method with the multi-chain
-        ESS of :mod:`pymc_tempering.estimators`) and ``ess_weights`` (Kish's effective sample
-        size of the weights, the same for every row; also in ``DataFrame.attrs``).
+        ESS of :mod:`pymc_tempering.estimators`), ``ess_mean`` (``(sd / mcse_mean)^2``: how
+        many independent posterior draws the weighted mean is worth, as ArviZ's ``ess_mean``)
+        and ``ess_weights`` (Kish's effective sample size of the weights, the same for every
+        row; also in ``DataFrame.attrs``). Kish's count ignores the chains' autocorrelation:
+        on the alpha-non-centred radon model ``sample_ct`` at its defaults gave an
+        ``ess_weights`` of 876 and an ``ess_mean`` of 29 for ``mu_beta``, whose weighted sd
+        came out 1.5 times NUTS's. The sd and the interval are then as imprecise as
+        ``ess_mean`` says, with no standard error of their own: read ``ess_mean``.
     """
     if not 0 < prob < 1:
         raise ValueError(f"prob must lie in (0, 1), got {prob}.")
@@ -428,6 +434,7 @@ def weighted_summary(
                     "median": quantiles[1, k],
                     "eti_hi": quantiles[2, k],
                     "mcse_mean": mcse[k],
+                    "ess_mean": var[k] / mcse[k] ** 2 if mcse[k] > 0 else np.nan,
                     "ess_weights": ess_w,
                 }
             )

@@ -235,6 +235,7 @@ def test_weighted_summary_known_answer():
     # inverted-cdf quantiles of the weights 0.1, 0.2, 0.3, 0.4: 0.25 -> 2, 0.5 -> 3, 0.75 -> 4
     assert (row["eti_lo"], row["median"], row["eti_hi"]) == (2.0, 3.0, 4.0)
     assert row["ess_weights"] == pytest.approx(100 / 30) == summary.attrs["ess_weights"]
+    assert np.isnan(row["mcse_mean"]) and np.isnan(row["ess_mean"])  # 2 draws per chain: no ESS
     with pytest.raises(ValueError, match="prob"):
         pmt.weighted_summary(fake_result(x, lw), prob=1.0)
     with pytest.raises(ValueError, match="not in the posterior"):
@@ -314,6 +315,26 @@ def test_weighted_summary_over_draws_and_pseudo_samples():
     h = np.sum(w * x, axis=-1)  # each draw's average over its pseudo-samples
     ess = array_stats.ess(h, chain_axis=0, draw_axis=1, method="mean")
     np.testing.assert_allclose(summary.loc["x", "mcse_mean"], h.std(ddof=1) / np.sqrt(ess))
+
+
+def test_ess_mean_sees_the_autocorrelation_that_kish_does_not():
+    """Equal weights on AR(1) chains (phi = 0.9): Kish counts every draw, while the weighted
+    mean is worth about n (1 - phi) / (1 + phi) draws; ``ess_mean`` is arviz-stats' ESS of the
+    mean (the delta method's variance with equal weights is the sample variance)."""
+    from arviz_stats.base.array import array_stats
+
+    rng = np.random.default_rng(seed(7))
+    chains, draws, phi = 4, 5000, 0.9
+    x = np.empty((chains, draws))
+    x[:, 0] = rng.normal(size=chains) / np.sqrt(1 - phi**2)
+    for t in range(1, draws):
+        x[:, t] = phi * x[:, t - 1] + rng.normal(size=chains)
+    summary = pmt.weighted_summary(fake_result(x, np.zeros_like(x)))
+    row = summary.loc["x"]
+    assert row["ess_weights"] == pytest.approx(chains * draws)
+    ess = float(array_stats.ess(x, chain_axis=0, draw_axis=1, method="mean"))
+    assert row["ess_mean"] == pytest.approx(ess, rel=1e-3)
+    assert row["ess_mean"] < 0.1 * row["ess_weights"]  # about 1/19 of it
 
 
 def test_resample_picks_one_pseudo_sample_per_draw():
