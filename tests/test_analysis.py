@@ -323,18 +323,38 @@ def test_ess_mean_sees_the_autocorrelation_that_kish_does_not():
     mean (the delta method's variance with equal weights is the sample variance)."""
     from arviz_stats.base.array import array_stats
 
-    rng = np.random.default_rng(seed(7))
-    chains, draws, phi = 4, 5000, 0.9
+    x = ar1_chains(0.9, seed(7))
+    summary = pmt.weighted_summary(fake_result(x, np.zeros_like(x)))
+    row = summary.loc["x"]
+    assert row["ess_weights"] == pytest.approx(x.size)
+    ess = float(array_stats.ess(x, chain_axis=0, draw_axis=1, method="mean"))
+    assert row["ess_mean"] == pytest.approx(ess, rel=1e-3)
+    assert row["ess_mean"] < 0.1 * row["ess_weights"]  # about 1/19 of it
+
+
+def ar1_chains(phi: float, rng_seed, chains: int = 4, draws: int = 5000) -> np.ndarray:
+    """Stationary AR(1) chains ``(chains, draws)``: an ESS of about ``n (1 - phi) / (1 + phi)``."""
+    rng = np.random.default_rng(rng_seed)
     x = np.empty((chains, draws))
     x[:, 0] = rng.normal(size=chains) / np.sqrt(1 - phi**2)
     for t in range(1, draws):
         x[:, t] = phi * x[:, t - 1] + rng.normal(size=chains)
-    summary = pmt.weighted_summary(fake_result(x, np.zeros_like(x)))
-    row = summary.loc["x"]
-    assert row["ess_weights"] == pytest.approx(chains * draws)
-    ess = float(array_stats.ess(x, chain_axis=0, draw_axis=1, method="mean"))
-    assert row["ess_mean"] == pytest.approx(ess, rel=1e-3)
-    assert row["ess_mean"] < 0.1 * row["ess_weights"]  # about 1/19 of it
+    return x
+
+
+def test_a_weighted_result_worth_few_draws_warns_as_pm_sample_does(recwarn):
+    """``warn_weighted_ess``, run at the end of ``sample_ct`` and ``sample_gibbs_ct``: AR(1)
+    chains with ``phi = 0.995`` (an ESS of about 50 for 4 x 5000 draws, far below 100 per chain)
+    warn, naming the entry; independent draws (ESS about 20,000) do not."""
+    from pymc_tempering.sampling import warn_weighted_ess
+
+    slow = ar1_chains(0.995, seed(8))
+    with pytest.warns(UserWarning, match=r"fewer than 100 independent draws per chain .* x, "):
+        warn_weighted_ess(fake_result(slow, np.zeros_like(slow)), "toy")
+    recwarn.clear()
+    fast = ar1_chains(0.0, seed(9))
+    warn_weighted_ess(fake_result(fast, np.zeros_like(fast)), "toy")
+    assert not [w for w in recwarn if issubclass(w.category, UserWarning)]
 
 
 def test_resample_picks_one_pseudo_sample_per_draw():

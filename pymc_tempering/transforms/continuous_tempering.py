@@ -49,6 +49,7 @@ from pymc_tempering.sampling import (
     split_seed,
     warn,
     warn_problems,
+    warn_weighted_ess,
 )
 from pymc_tempering.target import Target
 
@@ -537,6 +538,7 @@ def run_with_bootstrap(
             "problems reported are those of the last run; a larger max_time lets it go on."
         )
     warn_problems(result)
+    warn_weighted_ess(result, result.attrs["method"])
     return result
 
 
