@@ -170,7 +170,9 @@ def sample_ct(
     Fits a base when none is given, refines it by bootstrap rounds, builds
     :func:`continuously_tempered_model`, runs :func:`pymc.sample` on it and returns weighted
     draws of the original model and its log marginal likelihood. Warns when
-    :func:`~pymc_tempering.diagnose` finds a problem.
+    :func:`~pymc_tempering.diagnose` finds a problem, and, as :func:`pymc.sample` does, when the
+    weighted draws are worth fewer than 100 draws per chain for some entry
+    (:func:`~pymc_tempering.sampling.warn_weighted_ess`).
 
     Parameters
     ----------
