@@ -33,7 +33,13 @@ from xarray import DataTree
 from pymc_tempering.base import find_modes
 from pymc_tempering.diagnostics import MISSED_MASS_LIMIT, missed_optima
 from pymc_tempering.results import build_result
-from pymc_tempering.sampling import seed_attrs, split_seed, warn, warn_problems
+from pymc_tempering.sampling import (
+    seed_attrs,
+    split_seed,
+    warn,
+    warn_problems,
+    warn_weighted_ess,
+)
 from pymc_tempering.target import Target, full_data_energies
 
 __all__ = [
@@ -186,7 +192,8 @@ def driver_result(
     warned about; with ``convergence`` (methods whose draws are unweighted Markov chains) also
     PyMC's convergence checks (:func:`warn_convergence`) and, for a model without
     minibatches, a mode search's optima that the draws never came near
-    (:func:`warn_missed_modes`).
+    (:func:`warn_missed_modes`); without it (weighted draws) the weighted draws' effective
+    sample size (:func:`~pymc_tempering.sampling.warn_weighted_ess`).
     """
     extra_posterior = build_kwargs.pop("extra_posterior", None)
     sampled = draws_to_datatree(
@@ -201,6 +208,8 @@ def driver_result(
         if convergence:
             warn_convergence(result, target.model, method)
             warn_missed_modes(result, target, x, method, random_seed)
+        else:
+            warn_weighted_ess(result, method)
     return result
 
 
