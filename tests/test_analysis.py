@@ -343,7 +343,7 @@ def ar1_chains(phi: float, rng_seed, chains: int = 4, draws: int = 5000) -> np.n
 
 
 def test_a_weighted_result_worth_few_draws_warns_as_pm_sample_does(recwarn):
-    """``warn_weighted_ess``, run at the end of ``sample_ct`` and ``sample_gibbs_ct``: AR(1)
+    """``warn_weighted_ess``, run at the end of every method with weighted draws: AR(1)
     chains with ``phi = 0.995`` (an ESS of about 50 for 4 x 5000 draws, far below 100 per chain)
     warn, naming the entry; independent draws (ESS about 20,000) do not."""
     from pymc_tempering.sampling import warn_weighted_ess
