@@ -440,7 +440,7 @@ def tuning_gradients(objective: Objective, params: FitParameters, tune_initial):
     grads : list of symbolic variables, one per entry of ``tuned``
     """
     phi = [params.log_step_size, params.log_momentum_variance]
-    if tune_initial is True:
+    if not isinstance(tune_initial, str) and tune_initial:  # True (1, np.True_): the paper's
         initial = [params.mean, params.log_std]
         return phi + initial, pt.grad(-objective.surrogate, phi + initial)  # one backward pass
     # False and "stein" are one graph, so that one compiled step serves both: the common log
