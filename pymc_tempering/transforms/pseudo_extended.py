@@ -45,6 +45,7 @@ from pymc_tempering.sampling import (
     pm_sample_kwargs,
     seed_attrs,
     warn_problems,
+    warn_weighted_ess,
 )
 from pymc_tempering.target import Target
 
@@ -365,6 +366,7 @@ def sample_pe(
         },
     )
     warn_problems(result)
+    warn_weighted_ess(result, result.attrs["method"])
     return result
 
 
