@@ -236,7 +236,7 @@ class PriorDensity:
     Its log density is PyMC's prior log density of the free variables with the Jacobians of
     their transforms (observed variables and potentials left out), which is normalised when
     every prior is proper; its draws are forward draws of the prior. Its mean and covariance
-    are estimated from ``n_moments`` draws.
+    are estimated from ``n_moments`` draws, when first asked for.
 
     Parameters
     ----------
@@ -259,9 +259,20 @@ class PriorDensity:
                 "component of a normalised base."
             )
         self.target = target
-        _, draws = _prior_draws(target, n_moments, random_seed)
-        self.mean = draws.mean(axis=0)
-        self.cov = np.atleast_2d(np.cov(draws, rowvar=False))
+        self._n_moments, self._random_seed = n_moments, random_seed
+
+    @cached_property
+    def _moments(self) -> tuple[np.ndarray, np.ndarray]:
+        _, draws = _prior_draws(self.target, self._n_moments, self._random_seed)
+        return draws.mean(axis=0), np.atleast_2d(np.cov(draws, rowvar=False))
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self._moments[0]
+
+    @property
+    def cov(self) -> np.ndarray:
+        return self._moments[1]
 
     @property
     def ndim(self) -> int:
