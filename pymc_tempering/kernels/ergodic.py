@@ -230,8 +230,7 @@ class ChainTrace(NamedTuple):
 
 def logp_and_grad(target: Target, xs):
     """``log pi*`` at the rows of the symbolic matrix ``xs`` and its gradient, (n,), (n, d)."""
-    lp = target.batched_logp_graph(xs)
-    return lp, pt.grad(pt.sum(lp), xs)
+    return target.batched_logp_and_grad_graph(xs)
 
 
 def hmc_transition(
