@@ -1,5 +1,8 @@
 import numpy as np
 import pymc as pm
+import pytensor
+import pytensor.graph.traversal
+import pytensor.tensor
 import pytest
 from conftest import model_fingerprint
 from scipy import stats
@@ -92,3 +95,26 @@ def test_flat_label_names_each_coordinate():
     target = pmt.Target(model)
     labels = [target.flat_label(k) for k in range(target.ndim)]
     assert labels == [f"mu[{i}, {j}]" for i in range(2) for j in range(3)] + ["s_log__"]
+
+
+@pytest.mark.parametrize("as_op", [True, False])
+def test_batched_logp_and_grad_graph_matches_the_point_functions(normal_model, monkeypatch, as_op):
+    """One Op for a model with few data, the copied graph otherwise: the same values."""
+    from pymc_tempering import target as target_module
+
+    model, _ = normal_model
+    if not as_op:
+        monkeypatch.setattr(target_module, "OP_MAX_DATA_SIZE", 0)
+    target = pmt.Target(model)
+    assert target.data_size == 5  # the five observations
+    xs = pytensor.tensor.matrix("xs")
+    lp, grad = target.batched_logp_and_grad_graph(xs)
+    ops = {type(node.op).__name__ for node in pytensor.graph.traversal.applys_between([xs], [lp])}
+    assert ("OpFromGraph" in ops) == as_op
+    fn = pytensor.function([xs], [lp, grad])
+    points = np.array([[0.1, -0.3], [1.2, 0.4], [-1.5, 0.8]])
+    lps, grads = fn(points)
+    for point, value, gradient in zip(points, lps, grads, strict=True):
+        expected = target.logp_and_grad(point)
+        np.testing.assert_allclose(value, expected[0], rtol=1e-12)
+        np.testing.assert_allclose(gradient, expected[1], rtol=1e-10)
