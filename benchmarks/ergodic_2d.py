@@ -22,7 +22,9 @@ Run: .venv/bin/python benchmarks/ergodic_2d.py [--defaults]
 ``--defaults``: ``fit_ergodic(model=model, random_seed=1)`` at every default (P_0 from the mode
 search: the moment-matched Gaussian of the optima's Laplace Gaussians, twice its sds;
 Stein-calibrated scale; T = 10, 1000 Adam iterations, 200 particles) on the same targets, 100k
-draws each, with the covariance against quadrature; results in ``ergodic_2d_defaults.json``.
+draws each of the fitted P_T (``run_chain``) and of ``approx.sample()`` at its defaults (further
+cycles of the T transitions until the draws stop moving), with the covariance against
+quadrature; results in ``ergodic_2d_defaults.json``.
 
 Both mixtures inside a log are written with ``logaddexp``, as a PyMC user would: the naive
 ``-log(0.5 e^a + 0.5 e^b)`` of the mixture of Gaussians underflows to ``log 0`` away from the
@@ -133,7 +135,21 @@ def main():
     fig.savefig(OUT / "ergodic_2d.png", dpi=80)
 
 
+def _moments(x, lp):
+    """-E[log pi*], mean and covariance of independent draws, with their MCSEs (sd / sqrt(n))."""
+    n = x.shape[0]
+    centred = x - x.mean(axis=0)
+    products = centred[:, :, None] * centred[:, None, :]
+    return {
+        "neg_E_log_pi": float(-lp.mean()), "mcse": float(lp.std() / np.sqrt(n)),
+        "mean": x.mean(axis=0).tolist(), "mean_mcse": (x.std(axis=0) / np.sqrt(n)).tolist(),
+        "cov": np.cov(x.T).tolist(), "cov_mcse": (products.std(axis=0) / np.sqrt(n)).tolist(),
+    }
+
+
 def main_defaults():
+    """Each target at the defaults: the fitted P_T's draws (``run_chain``, the paper's) and
+    ``approx.sample()``'s (further cycles of the T transitions until the draws stop moving)."""
     rows = {}
     for name, u in TARGETS.items():
         model = table_2_model(u)
@@ -143,21 +159,24 @@ def main_defaults():
         fit_s = time.perf_counter() - t0
         x, lp, acc = approx.run_chain(N_DRAWS, random_seed=2)
         gap, gap_mcse = approx.stein_gap(N_DRAWS, random_seed=3)
-        centred = x - x.mean(axis=0)
-        products = centred[:, :, None] * centred[:, None, :]  # independent draws: MCSE = sd/sqrt(n)
+        t0 = time.perf_counter()
+        idata = approx.sample(N_DRAWS // 4, chains=4, random_seed=2)
+        sample_s = time.perf_counter() - t0
+        sampled = _moments(idata["posterior"]["z"].values.reshape(N_DRAWS, 2),
+                           idata["sample_stats"]["lp"].values.ravel())
         rows[name] = {
-            "truth": truth, "fit_seconds": fit_s, "neg_E_log_pi": float(-lp[-1].mean()),
-            "mcse": float(lp[-1].std() / np.sqrt(N_DRAWS)),
-            "mean": x.mean(axis=0).tolist(), "mean_mcse": (x.std(axis=0) / np.sqrt(N_DRAWS)).tolist(),
-            "mean_truth": mean_true.tolist(), "cov": np.cov(x.T).tolist(),
-            "cov_mcse": (products.std(axis=0) / np.sqrt(N_DRAWS)).tolist(),
-            "cov_truth": cov_true.tolist(), "initial_modes": approx.settings.get("initial_modes"),
+            "truth": truth, "fit_seconds": fit_s, **_moments(x, lp[-1]),
+            "mean_truth": mean_true.tolist(), "cov_truth": cov_true.tolist(),
+            "initial_modes": approx.settings.get("initial_modes"),
             "stein_gap": gap,
             "stein_gap_mcse": gap_mcse, "acceptance": float(acc.mean()),
             "calibration_scale": approx.settings.get("calibration_scale"),
             "calibration_gap_mcse": approx.settings.get("calibration_gap_mcse"),
             "skipped_iterations": approx.settings["skipped_iterations"],
             "initial_mean": approx.initial_mean.tolist(), "initial_std": approx.initial_std.tolist(),
+            "sample": {**sampled, "seconds": sample_s, "cycles": idata.attrs["cycles"],
+                       "cycle_drift": idata.attrs["cycle_drift"],
+                       "cycle_drift_critical": idata.attrs["cycle_drift_critical"]},
         }
         print(name, json.dumps(rows[name]), flush=True)
     config = {"defaults": True, "n_draws": N_DRAWS, "random_seed": 1}

@@ -73,6 +73,10 @@ class _ChainRun(NamedTuple):
 
 
 # ---------------------------------------------------------------------------------- result
+#: :meth:`ErgodicApproximation.sample`: the most cycles of the ``T`` tuned transitions run.
+MAX_CYCLES = 20
+
+
 @dataclass(eq=False)
 class ErgodicApproximation:
     """A tuned ergodic approximation ``P_T``: a factorised Gaussian ``P_0`` and ``T`` HMC steps.
@@ -203,11 +207,47 @@ class ErgodicApproximation:
         run = self._run(int(n), np.random.default_rng(random_seed))
         return hei.mean_and_se(hei.stein_terms(run.x, run.score))
 
-    def sample(self, draws: int = 1000, chains: int = 4, random_seed=None) -> DataTree:
-        """Independent draws from ``P_T`` in the library's result layout.
+    def _cycled_run(self, n: int, rng, max_cycles: int):
+        """:meth:`_run`, then more cycles of the ``T`` transitions until the draws stop moving.
+
+        After each extra cycle, :func:`~pymc_tempering.kernels.ergodic.cycle_drift` compares
+        the draws with those one cycle before; the run stops at the first cycle that moved
+        them by no more than chance, or after ``max_cycles`` cycles in all. Returns the last
+        run, the divergence flags over every cycle, the number of cycles and the last drift
+        statistic with its critical value (NaN for one cycle).
+        """
+        run = self._run(n, rng)
+        diverging = run.diverging.any(axis=0)
+        cycles, drift, critical = 1, np.nan, np.nan
+        while cycles < max_cycles:
+            after = self._run(n, rng, x0=run.x)
+            drift, critical = hei.cycle_drift(
+                run.x, run.log_density[-1], after.x, after.log_density[-1]
+            )
+            diverging = diverging | after.diverging.any(axis=0)
+            run, cycles = after, cycles + 1
+            if drift <= critical:
+                break
+        return run, diverging, cycles, drift, critical
+
+    def sample(
+        self, draws: int = 1000, chains: int = 4, random_seed=None, max_cycles: int = MAX_CYCLES
+    ) -> DataTree:
+        """Independent draws from ``P_T``, refined until more transitions no longer move them.
 
         Each draw is the last state of its own chain, started from a fresh draw of ``P_0``, so
-        the draws are independent and equally weighted (``log_weight`` is zero).
+        the draws are independent and equally weighted (``log_weight`` is zero). The fitted
+        ``P_T`` is only near the posterior (a finite chain from a Gaussian start; on an
+        ordinary normal model with a half-normal scale its draws of the mean were 8% too
+        spread). Every tuned transition leaves the posterior invariant, so carrying the draws
+        through the ``T`` transitions once more can only bring them closer to it: by default
+        the chains run further cycles of the ``T`` transitions until one cycle changes no
+        coordinate's mean, no coordinate's spread and not the mean log density beyond chance
+        (:func:`~pymc_tempering.kernels.ergodic.cycle_drift`, paired z-scores against a
+        Bonferroni bound at family-wise rate 0.01), up to ``max_cycles`` cycles in all. The
+        check compares consecutive cycles, so a chain that approaches the posterior by tiny
+        steps can pass it while still off; and no number of cycles moves mass between modes
+        that the transitions cannot cross (``P_0`` sets those weights).
 
         Parameters
         ----------
@@ -216,6 +256,10 @@ class ErgodicApproximation:
         chains : int
             Number of ``chain`` entries (all draws are independent).
         random_seed : int, numpy.random.Generator or None
+        max_cycles : int
+            The most cycles of the ``T`` transitions run; ``1`` gives draws of the fitted
+            ``P_T`` itself (the paper's). Default ``MAX_CYCLES`` (20); a run that still moves
+            at the last cycle warns.
 
         Returns
         -------
@@ -225,26 +269,41 @@ class ErgodicApproximation:
             with ``log_weight`` (zeros), ``lp`` (the model's log density at the draw, with
             Jacobians), ``acceptance_rate`` (the M-H acceptance probability of the last
             transition of the draw's chain) and ``diverging`` (a non-finite energy anywhere in
-            the draw's chain); the fit's settings and the seed in attrs.
+            the draw's chain, in any cycle); attrs hold the fit's settings, the seed,
+            ``cycles`` (the cycles run), ``cycle_drift`` and ``cycle_drift_critical`` (the last
+            comparison's largest z-score and its bound).
 
         Raises
         ------
         ValueError
-            For ``draws`` or ``chains`` that are not positive integers.
+            For ``draws``, ``chains`` or ``max_cycles`` that are not positive integers.
         """
         draws, _, chains = check_sampler_args(draws, 0, chains)
-        run = self._run(draws * chains, np.random.default_rng(random_seed))
+        if int(max_cycles) != max_cycles or max_cycles < 1:
+            raise ValueError(f"max_cycles must be a positive integer, got {max_cycles!r}.")
+        run, diverging, cycles, drift, critical = self._cycled_run(
+            draws * chains, np.random.default_rng(random_seed), int(max_cycles)
+        )
+        if cycles > 1 and drift > critical:
+            warn(
+                f"Ergodic inference: after {cycles} cycles of the {self.n_steps} tuned "
+                f"transitions the draws still move from one cycle to the next (largest paired "
+                f"z-score {drift:.3g}, bound {critical:.3g}): they are not yet draws of the "
+                "posterior. Pass a larger max_cycles, or refit with more n_steps or n_iterations."
+            )
         lp = run.log_density[-1]
-        diverging = run.diverging.any(axis=0) | ~np.isfinite(lp) | ~np.isfinite(run.x).all(axis=1)
+        diverging = diverging | ~np.isfinite(lp) | ~np.isfinite(run.x).all(axis=1)
         stats = {
             "lp": lp.reshape(chains, draws),
             "acceptance_rate": run.acceptance_rate[-1].reshape(chains, draws),
             "diverging": diverging.reshape(chains, draws),
         }
         x = run.x.reshape(chains, draws, self.ndim)
+        attrs = {**self._attrs(), "cycles": cycles, "cycle_drift": float(drift),
+                 "cycle_drift_critical": float(critical)}
         return driver_result(
             self.target, x, method="ergodic_inference", sample_stats=stats,
-            random_seed=random_seed, attrs=self._attrs(),
+            random_seed=random_seed, attrs=attrs,
         )
 
     def _attrs(self) -> dict:

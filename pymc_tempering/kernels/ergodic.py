@@ -15,6 +15,7 @@ model's batched log density :meth:`~pymc_tempering.Target.batched_logp_graph`:
   tuning ``P_0`` under the entropy bound of eq. (5); :func:`compile_training_step` and
   :func:`compile_chain_sampler` compile them.
 - NumPy side: :func:`gaussian_entropy`, :func:`stein_terms` (the Stein gap),
+  :func:`cycle_drift` (whether one more cycle of the chain moves its draws),
   :func:`initial_step_sizes`, :func:`polyak_add` (Polyak-Ruppert averaging),
   :func:`calibrate_log_scale` (the Brent root search of the Stein calibration),
   :func:`profile_width` and :func:`mixture_entropy_bound` (for ``initial="auto"``'s ``P_0``,
@@ -33,6 +34,7 @@ import pytensor.tensor as pt
 from pymc.variational.updates import adam
 from pytensor.gradient import disconnected_grad
 from scipy.optimize import brentq
+from scipy.stats import norm
 
 from pymc_tempering.target import Target
 
@@ -46,6 +48,7 @@ __all__ = [
     "gaussian_entropy",
     "stein_terms",
     "mean_and_se",
+    "cycle_drift",
     "logp_and_grad",
     "hmc_transition",
     "hei_chain",
@@ -99,6 +102,46 @@ def mean_and_se(values) -> tuple[float, float]:
     """Mean of independent values and its standard error."""
     values = np.asarray(values, dtype=float)
     return float(values.mean()), float(values.std(ddof=1) / np.sqrt(values.size))
+
+
+def cycle_drift(x_before, lp_before, x_after, lp_after) -> tuple[float, float]:
+    """How far one more cycle of the tuned chain moved the draws: the largest paired z-score.
+
+    The rows of ``x_after`` (with log densities ``lp_after``) are the rows of ``x_before``
+    carried through one more cycle of the ``T`` transitions. Every transition leaves the
+    target invariant, so for draws of the target the cycle changes no expectation. The
+    statistics compared are each coordinate, its squared deviation from ``x_before``'s mean and
+    the log density; for each, the per-row differences (after minus before) give a paired
+    z-score ``mean / (sd / sqrt(n))``, exact for the mean of a difference whatever the
+    correlation between the cycles. Rows that are not finite in either are dropped; a statistic
+    that did not change in any row scores 0.
+
+    Returns
+    -------
+    z : float
+        The largest ``|z|`` over the ``2 d + 1`` statistics.
+    critical : float
+        The two-sided Bonferroni bound for them at family-wise false-alarm rate
+        ``CYCLE_DRIFT_ALPHA``: the draws drifted where ``z > critical``.
+    """
+    before = np.column_stack([x_before, lp_before])
+    after = np.column_stack([x_after, lp_after])
+    keep = np.isfinite(before).all(axis=1) & np.isfinite(after).all(axis=1)
+    before, after = before[keep], after[keep]
+    m = before[:, :-1].mean(axis=0)
+    diff = np.column_stack([
+        after - before, (after[:, :-1] - m) ** 2 - (before[:, :-1] - m) ** 2
+    ])
+    n = diff.shape[0]
+    se = diff.std(axis=0, ddof=1) / np.sqrt(n)
+    z = np.divide(np.abs(diff.mean(axis=0)), se, out=np.zeros(diff.shape[1]), where=se > 0)
+    critical = float(norm.isf(CYCLE_DRIFT_ALPHA / (2 * diff.shape[1])))
+    return float(z.max()), critical
+
+
+#: :func:`cycle_drift`'s family-wise false-alarm rate (for draws of the target, one more cycle
+#: is run needlessly with about this probability).
+CYCLE_DRIFT_ALPHA = 0.01
 
 
 #: ``initial="auto"`` caps each marginal sd of a mode's Laplace Gaussian at this many profile
