@@ -37,6 +37,7 @@ from pymc_tempering.base import (
     Base,
     MixtureBase,
     Modes,
+    _fit_base,
     _laplace_cov,
     find_modes,
     fit_base,
@@ -73,8 +74,9 @@ class _ChainRun(NamedTuple):
 
 
 # ---------------------------------------------------------------------------------- result
-#: :meth:`ErgodicApproximation.sample`: the most cycles of the ``T`` tuned transitions run.
-MAX_CYCLES = 20
+#: :meth:`ErgodicApproximation.sample`: the most cycles of the ``T`` tuned transitions run
+#: (the checks come after 2, 4, 8, 16, 32 and 64 cycles).
+MAX_CYCLES = 64
 
 
 @dataclass(eq=False)
@@ -210,22 +212,27 @@ class ErgodicApproximation:
     def _cycled_run(self, n: int, rng, max_cycles: int):
         """:meth:`_run`, then more cycles of the ``T`` transitions until the draws stop moving.
 
-        After each extra cycle, :func:`~pymc_tempering.kernels.ergodic.cycle_drift` compares
-        the draws with those one cycle before; the run stops at the first cycle that moved
-        them by no more than chance, or after ``max_cycles`` cycles in all. Returns the last
-        run, the divergence flags over every cycle, the number of cycles and the last drift
-        statistic with its critical value (NaN for one cycle).
+        After ``k`` cycles in all, the chains run ``k`` more (doubling) and
+        :func:`~pymc_tempering.kernels.ergodic.cycle_drift` compares the draws after ``2 k``
+        with those after ``k``; the run stops at the first comparison that finds no move beyond
+        chance, or at ``max_cycles`` cycles in all (the last batch shortened to reach it).
+        Doubling lets a slow drift add up over the cycles it is compared across: one cycle
+        against the next would pass a chain that creeps. Returns the last run, the divergence
+        flags over every cycle, the number of cycles and the last drift statistic with its
+        critical value (NaN for one cycle).
         """
         run = self._run(n, rng)
         diverging = run.diverging.any(axis=0)
         cycles, drift, critical = 1, np.nan, np.nan
         while cycles < max_cycles:
-            after = self._run(n, rng, x0=run.x)
+            before = run
+            for _ in range(min(cycles, max_cycles - cycles)):
+                run = self._run(n, rng, x0=run.x)
+                diverging = diverging | run.diverging.any(axis=0)
+            cycles += min(cycles, max_cycles - cycles)
             drift, critical = hei.cycle_drift(
-                run.x, run.log_density[-1], after.x, after.log_density[-1]
+                before.x, before.log_density[-1], run.x, run.log_density[-1]
             )
-            diverging = diverging | after.diverging.any(axis=0)
-            run, cycles = after, cycles + 1
             if drift <= critical:
                 break
         return run, diverging, cycles, drift, critical
@@ -241,13 +248,14 @@ class ErgodicApproximation:
         ordinary normal model with a half-normal scale its draws of the mean were 8% too
         spread). Every tuned transition leaves the posterior invariant, so carrying the draws
         through the ``T`` transitions once more can only bring them closer to it: by default
-        the chains run further cycles of the ``T`` transitions until one cycle changes no
-        coordinate's mean, no coordinate's spread and not the mean log density beyond chance
+        the chains run further cycles of the ``T`` transitions, doubling their number (2, 4,
+        8, ...), until the last doubling changed no coordinate's mean, no coordinate's spread
+        and not the mean log density beyond chance
         (:func:`~pymc_tempering.kernels.ergodic.cycle_drift`, paired z-scores against a
-        Bonferroni bound at family-wise rate 0.01), up to ``max_cycles`` cycles in all. The
-        check compares consecutive cycles, so a chain that approaches the posterior by tiny
-        steps can pass it while still off; and no number of cycles moves mass between modes
-        that the transitions cannot cross (``P_0`` sets those weights).
+        Bonferroni bound at family-wise rate 0.01), up to ``max_cycles`` cycles in all. A
+        chain that approaches the posterior by steps too small to show over the cycles
+        compared can pass the check while still off; and no number of cycles moves mass
+        between modes that the transitions cannot cross (``P_0`` sets those weights).
 
         Parameters
         ----------
@@ -258,7 +266,7 @@ class ErgodicApproximation:
         random_seed : int, numpy.random.Generator or None
         max_cycles : int
             The most cycles of the ``T`` transitions run; ``1`` gives draws of the fitted
-            ``P_T`` itself (the paper's). Default ``MAX_CYCLES`` (20); a run that still moves
+            ``P_T`` itself (the paper's). Default ``MAX_CYCLES`` (64); a run that still moves
             at the last cycle warns.
 
         Returns
@@ -287,7 +295,7 @@ class ErgodicApproximation:
         if cycles > 1 and drift > critical:
             warn(
                 f"Ergodic inference: after {cycles} cycles of the {self.n_steps} tuned "
-                f"transitions the draws still move from one cycle to the next (largest paired "
+                f"transitions the draws still move as the chains run on (largest paired "
                 f"z-score {drift:.3g}, bound {critical:.3g}): they are not yet draws of the "
                 "posterior. Pass a larger max_cycles, or refit with more n_steps or n_iterations."
             )
@@ -365,14 +373,15 @@ class _AutoInitial(NamedTuple):
     entropy_bound: float
     n_modes: int
     local_std: np.ndarray
+    source: str = "modes"
 
 
-def _mode_search(target: Target, seed) -> Modes:
+def _mode_search(target: Target, seed) -> Modes | None:
     """The optima of the project's mode search (:func:`~pymc_tempering.base.find_modes`).
 
     From prior draws; where the prior is improper (``pm.Flat``) or no run converged,
     from ``N_MODE_STARTS`` points jittered around the model's initial point by ``U(-1, 1)``, as
-    ``pm.sample`` jitters its chains' starts.
+    ``pm.sample`` jitters its chains' starts. ``None`` where neither found an optimum.
     """
     modes = None if target.improper_variables else find_modes(target, random_seed=seed)
     if modes is None:
@@ -380,15 +389,29 @@ def _mode_search(target: Target, seed) -> Modes:
         start = target.ravel(target.model.initial_point())
         starts = start + rng.uniform(-1.0, 1.0, size=(N_MODE_STARTS, target.ndim))
         modes = find_modes(target, starts=starts)
-    if modes is None:
+    return modes
+
+
+def _advi_components(target: Target, seed):
+    """Where the mode search found no optimum (a centred hierarchical model's funnel, whose
+    density is unbounded at its neck; a flat direction): the components of the library's ADVI
+    mixture base (``fit_base(method="mixture")``, which starts its fits where the search's runs
+    ended and from prior draws), as (means, marginal sds, weights)."""
+    try:
+        mixture = _fit_base(target, "mixture", random_seed=seed, progressbar=False)
+    except ValueError as err:
         raise ValueError(
             "initial='auto': the mode search found no maximum of the log density (no "
-            "optimisation from prior draws, nor from points jittered around the model's initial "
-            "point, converged to a finite maximum: the log density or its gradient is not "
-            "finite there, or it has a flat or improper direction). Pass initial=pmt.Base(...) "
-            "(a P_0 wider than the posterior) or initial='prior'."
-        )
-    return modes
+            "optimisation from prior draws, nor from points jittered around the model's "
+            "initial point, converged to a finite maximum) and the ADVI fits that replace it "
+            f"failed ({err}). Pass initial=pmt.Base(...) (a P_0 wider than the posterior) or "
+            "initial='prior'."
+        ) from err
+    components = mixture.components if isinstance(mixture, MixtureBase) else (mixture,)
+    weights = mixture.weights if isinstance(mixture, MixtureBase) else np.ones(1)
+    means = np.array([c.mean for c in components], dtype=float)
+    stds = np.array([c.std for c in components], dtype=float)
+    return means, stds, np.asarray(weights, dtype=float)
 
 
 def _auto_initial(target: Target, seed=None) -> _AutoInitial:
@@ -403,9 +426,13 @@ def _auto_initial(target: Target, seed=None) -> _AutoInitial:
     its mode and Laplace sds; for several, a Gaussian whose diagonal covers every optimum. The
     bound ``h`` is :func:`~pymc_tempering.kernels.ergodic.mixture_entropy_bound` of that
     mixture, an upper estimate of the posterior's entropy (for one optimum, the entropy of its
-    factorised Laplace Gaussian).
+    factorised Laplace Gaussian). Where the search finds no optimum, the components of the
+    ADVI mixture base (:func:`_advi_components`, their marginal sds) take the optima's place.
     """
     modes = _mode_search(target, seed)
+    if modes is None:
+        points, stds, weights = _advi_components(target, seed)
+        return _initial_from_components(points, stds, weights)._replace(source="advi")
     logp = target.logp
     stds = []
     for x, cov in zip(modes.points, modes.cov, strict=True):
@@ -423,9 +450,16 @@ def _auto_initial(target: Target, seed=None) -> _AutoInitial:
             "scales. Pass initial=pmt.Base(...) (a P_0 wider than the posterior) or "
             "initial='prior'."
         )
-    weights = np.maximum(modes.probabilities, 1e-3 * modes.probabilities.max())
+    return _initial_from_components(modes.points, stds, modes.probabilities)
+
+
+def _initial_from_components(points, stds, masses) -> _AutoInitial:
+    """``P_0`` and ``h`` from factorised Gaussians (``points``, ``stds``) of masses ``masses``:
+    the moment-matched Gaussian of their mixture and its entropy bound (see
+    :func:`_auto_initial`)."""
+    weights = np.maximum(masses, 1e-3 * np.max(masses))
     mixture = MixtureBase(
-        components=tuple(Base(mean=x, cov=s**2) for x, s in zip(modes.points, stds, strict=True)),
+        components=tuple(Base(mean=x, cov=s**2) for x, s in zip(points, stds, strict=True)),
         weights=weights,
     )
     gaussian = mixture.gaussian()
@@ -434,7 +468,7 @@ def _auto_initial(target: Target, seed=None) -> _AutoInitial:
         np.array(gaussian.mean, dtype=float),
         np.array(gaussian.std, dtype=float),
         hei.mixture_entropy_bound(w, stds),
-        len(modes),
+        len(points),
         np.sqrt(w @ stds**2),
     )
 
@@ -719,8 +753,12 @@ def fit_ergodic(
         at twice the profile half-width along each axis), and ``P_0`` centred at the mean of
         the Gaussian moment-matched to their mixture with ``AUTO_WIDEN`` (2) times its marginal
         standard deviations: for one optimum, the mode and twice its Laplace sds; for several,
-        a diagonal wide enough to cover every optimum. The fit does not depend on the units or
-        location of the parameters; ``settings["initial_modes"]`` counts the optima.
+        a diagonal wide enough to cover every optimum. Where the search finds no optimum (the
+        funnel of a centred hierarchical model, whose density is unbounded at its neck), the
+        fits of the ADVI mixture base (``fit_base(method="mixture")``) take the optima's place
+        (``settings["initial_source"]`` is ``"advi"``, else ``"modes"``). The fit does not
+        depend on the units or location of the parameters; ``settings["initial_modes"]``
+        counts the optima (or ADVI fits).
         ``"prior"``: the diagonal of the Gaussian
         moment-matched to prior draws on the unconstrained space. Or a
         :class:`~pymc_tempering.Base`'s mean and marginal standard deviations.
@@ -836,7 +874,7 @@ def fit_ergodic(
         tune_initial=tune_initial,
         calibration_draws=int(calibration_draws) if tune_initial == "stein" else 0,
         entropy_lower_bound_source=bound_source,
-        **({} if auto is None else {"initial_modes": auto.n_modes}),
+        **({} if auto is None else {"initial_modes": auto.n_modes, "initial_source": auto.source}),
         **{f"fit_{k}": v for k, v in seed_attrs(random_seed).items()},
     )
     return approx

@@ -15,7 +15,7 @@ model's batched log density :meth:`~pymc_tempering.Target.batched_logp_graph`:
   tuning ``P_0`` under the entropy bound of eq. (5); :func:`compile_training_step` and
   :func:`compile_chain_sampler` compile them.
 - NumPy side: :func:`gaussian_entropy`, :func:`stein_terms` (the Stein gap),
-  :func:`cycle_drift` (whether one more cycle of the chain moves its draws),
+  :func:`cycle_drift` (whether further cycles of the chain move its draws),
   :func:`initial_step_sizes`, :func:`polyak_add` (Polyak-Ruppert averaging),
   :func:`calibrate_log_scale` (the Brent root search of the Stein calibration),
   :func:`profile_width` and :func:`mixture_entropy_bound` (for ``initial="auto"``'s ``P_0``,
@@ -105,11 +105,11 @@ def mean_and_se(values) -> tuple[float, float]:
 
 
 def cycle_drift(x_before, lp_before, x_after, lp_after) -> tuple[float, float]:
-    """How far one more cycle of the tuned chain moved the draws: the largest paired z-score.
+    """How far further cycles of the tuned chain moved the draws: the largest paired z-score.
 
     The rows of ``x_after`` (with log densities ``lp_after``) are the rows of ``x_before``
-    carried through one more cycle of the ``T`` transitions. Every transition leaves the
-    target invariant, so for draws of the target the cycle changes no expectation. The
+    carried through more cycles of the ``T`` transitions. Every transition leaves the
+    target invariant, so for draws of the target the cycles change no expectation. The
     statistics compared are each coordinate, its squared deviation from ``x_before``'s mean and
     the log density; for each, the per-row differences (after minus before) give a paired
     z-score ``mean / (sd / sqrt(n))``, exact for the mean of a difference whatever the
@@ -139,8 +139,8 @@ def cycle_drift(x_before, lp_before, x_after, lp_after) -> tuple[float, float]:
     return float(z.max()), critical
 
 
-#: :func:`cycle_drift`'s family-wise false-alarm rate (for draws of the target, one more cycle
-#: is run needlessly with about this probability).
+#: :func:`cycle_drift`'s family-wise false-alarm rate (for draws of the target, more cycles are
+#: run needlessly with about this probability).
 CYCLE_DRIFT_ALPHA = 0.01
 
 
