@@ -78,6 +78,17 @@ class _ChainRun(NamedTuple):
 #: (the checks come after 2, 4, 8, 16, 32 and 64 cycles).
 MAX_CYCLES = 64
 
+#: :meth:`ErgodicApproximation.sample`: a chain that accepted no proposal in the last batch of
+#: cycles, with a mean M-H acceptance probability there below this, is stuck (the tuned
+#: transitions accept far more where the posterior's mass is).
+STUCK_ACCEPTANCE = 0.01
+
+
+def _mean_acceptance(run) -> np.ndarray:
+    """Each chain's mean M-H acceptance probability over the transitions of ``run`` (a
+    non-finite energy counts as 0)."""
+    return np.nan_to_num(np.asarray(run.acceptance_rate, dtype=float), nan=0.0).mean(axis=0)
+
 
 @dataclass(eq=False)
 class ErgodicApproximation:
@@ -218,24 +229,31 @@ class ErgodicApproximation:
         chance, or at ``max_cycles`` cycles in all (the last batch shortened to reach it).
         Doubling lets a slow drift add up over the cycles it is compared across: one cycle
         against the next would pass a chain that creeps. Returns the last run, the divergence
-        flags over every cycle, the number of cycles and the last drift statistic with its
-        critical value (NaN for one cycle).
+        flags over every cycle, the number of cycles, the last drift statistic with its
+        critical value (NaN for one cycle), the stuck flags (the chains that accepted no
+        proposal in the last batch of cycles, or in the one cycle, while their mean M-H
+        acceptance probability there was below ``STUCK_ACCEPTANCE``) and that batch's cycles.
         """
         run = self._run(n, rng)
         diverging = run.diverging.any(axis=0)
-        cycles, drift, critical = 1, np.nan, np.nan
+        moved, acceptance = run.accepted.any(axis=0), _mean_acceptance(run)
+        cycles, drift, critical, batch = 1, np.nan, np.nan, 1
         while cycles < max_cycles:
-            before = run
-            for _ in range(min(cycles, max_cycles - cycles)):
+            before, batch = run, min(cycles, max_cycles - cycles)
+            moved, acceptance = np.zeros(n, dtype=bool), np.zeros(n)
+            for _ in range(batch):
                 run = self._run(n, rng, x0=run.x)
                 diverging = diverging | run.diverging.any(axis=0)
-            cycles += min(cycles, max_cycles - cycles)
+                moved = moved | run.accepted.any(axis=0)
+                acceptance = acceptance + _mean_acceptance(run) / batch
+            cycles += batch
             drift, critical = hei.cycle_drift(
                 before.x, before.log_density[-1], run.x, run.log_density[-1]
             )
             if drift <= critical:
                 break
-        return run, diverging, cycles, drift, critical
+        stuck = ~moved & (acceptance < STUCK_ACCEPTANCE)
+        return run, diverging, cycles, drift, critical, stuck, batch
 
     def sample(
         self, draws: int = 1000, chains: int = 4, random_seed=None, max_cycles: int = MAX_CYCLES
@@ -254,8 +272,10 @@ class ErgodicApproximation:
         (:func:`~pymc_tempering.kernels.ergodic.cycle_drift`, paired z-scores against a
         Bonferroni bound at family-wise rate 0.01), up to ``max_cycles`` cycles in all. A
         chain that approaches the posterior by steps too small to show over the cycles
-        compared can pass the check while still off; and no number of cycles moves mass
-        between modes that the transitions cannot cross (``P_0`` sets those weights).
+        compared can pass the check while still off; no number of cycles moves mass
+        between modes that the transitions cannot cross (``P_0`` sets those weights); and a
+        chain that ``P_0`` started where the tuned transitions reject every proposal (far in
+        a tail) stays there: such draws are marked ``stuck`` and the run warns.
 
         Parameters
         ----------
@@ -277,9 +297,12 @@ class ErgodicApproximation:
             with ``log_weight`` (zeros), ``lp`` (the model's log density at the draw, with
             Jacobians), ``acceptance_rate`` (the M-H acceptance probability of the last
             transition of the draw's chain) and ``diverging`` (a non-finite energy anywhere in
-            the draw's chain, in any cycle); attrs hold the fit's settings, the seed,
-            ``cycles`` (the cycles run), ``cycle_drift`` and ``cycle_drift_critical`` (the last
-            comparison's largest z-score and its bound).
+            the draw's chain, in any cycle) and ``stuck`` (the draw's chain accepted no
+            proposal in the last batch of cycles, with a mean acceptance probability there
+            below ``STUCK_ACCEPTANCE``, 0.01: a chain stuck where ``P_0`` started it; the run
+            warns); attrs hold the fit's settings, the seed, ``cycles`` (the cycles run),
+            ``cycle_drift`` and ``cycle_drift_critical`` (the last comparison's largest z-score
+            and its bound) and ``stuck_draws`` (how many are stuck).
 
         Raises
         ------
@@ -289,9 +312,19 @@ class ErgodicApproximation:
         draws, _, chains = check_sampler_args(draws, 0, chains)
         if int(max_cycles) != max_cycles or max_cycles < 1:
             raise ValueError(f"max_cycles must be a positive integer, got {max_cycles!r}.")
-        run, diverging, cycles, drift, critical = self._cycled_run(
+        run, diverging, cycles, drift, critical, stuck, last = self._cycled_run(
             draws * chains, np.random.default_rng(random_seed), int(max_cycles)
         )
+        if stuck.any():
+            warn(
+                f"Ergodic inference: {int(stuck.sum())} of {stuck.size} draws did not move in "
+                f"the last {last} cycle(s) of the {self.n_steps} tuned transitions (mean "
+                f"acceptance probability below {STUCK_ACCEPTANCE:g}): their chains are stuck "
+                "where P_0 started them, for example far in a tail where the tuned step sizes "
+                "reject every proposal. They are not draws of the posterior, more cycles will "
+                "not move them, and they can dominate its spread (sample_stats['stuck'] marks "
+                "them). Refit with a P_0 that puts less mass there (initial=pmt.Base(...))."
+            )
         if cycles > 1 and drift > critical:
             warn(
                 f"Ergodic inference: after {cycles} cycles of the {self.n_steps} tuned "
@@ -305,10 +338,11 @@ class ErgodicApproximation:
             "lp": lp.reshape(chains, draws),
             "acceptance_rate": run.acceptance_rate[-1].reshape(chains, draws),
             "diverging": diverging.reshape(chains, draws),
+            "stuck": stuck.reshape(chains, draws),
         }
         x = run.x.reshape(chains, draws, self.ndim)
         attrs = {**self._attrs(), "cycles": cycles, "cycle_drift": float(drift),
-                 "cycle_drift_critical": float(critical)}
+                 "cycle_drift_critical": float(critical), "stuck_draws": int(stuck.sum())}
         return driver_result(
             self.target, x, method="ergodic_inference", sample_stats=stats,
             random_seed=random_seed, attrs=attrs,
