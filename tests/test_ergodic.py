@@ -299,9 +299,9 @@ def test_cycle_drift_sees_a_change_and_no_change():
 def test_chains_stuck_where_p0_started_them_are_marked_and_warned(section_3_3):
     """A draw of ``P_0`` that lands where the tuned steps reject every proposal (far in a
     funnel's tail) stays there through any number of cycles and is no draw of the posterior
-    (measured at the defaults on the non-centred eight schools: one draw of 4000 at ``tau =
-    960`` after 64 cycles, against a posterior 99.9% quantile of 21, made ``tau``'s sd 15.5
-    against 3.2). The paired drift check cannot see such draws (their rows do not change), so
+    (measured on the non-centred eight schools with ``P_0`` from the Laplace Gaussian at its
+    joint mode, the default until 2026-11-27: one draw of 4000 at ``tau = 960`` after 64
+    cycles, against a posterior 99.9% quantile of 21, made ``tau``'s sd 15.5 against 3.2). The paired drift check cannot see such draws (their rows do not change), so
     a separate check marks them. Here every proposal is rejected by construction (step sizes
     100 times the tuned ones on section 3.3's Gaussian: the leapfrog is unstable): the drift
     check passes after two cycles and only the stuck check says so. Draws of the tuned chain
@@ -629,3 +629,30 @@ def test_defaults_on_the_centred_eight_schools_fall_back_to_advi():
         idata = approx.sample(random_seed=seed(56))
     mu = idata["posterior"]["mu"].values
     assert_within_mcse(mu, eight_schools_posterior_means()["mu"], what="E[mu]", min_ess=1000)
+
+
+@pytest.mark.slow  # ~150 s on this session's 2-core machine (the mode search, ADVI, the fit)
+def test_defaults_on_the_non_centred_eight_schools_start_from_advi():
+    """The non-centred eight schools have a joint mode at ``tau`` about 29, far from the
+    posterior's mass (median 2.8): ``P_0`` from its Laplace Gaussian left the Stein gap at
+    0.525 after calibration, ``P_T``'s median ``tau`` at 7.1, and 64 cycles still drifting
+    (measured 2026-11-27, seed 1). The Laplace mixture fails the same importance-sampling check
+    that the continuous-tempering base uses (``base._laplace_mixture``), so ``initial="auto"``
+    now starts from the ADVI mixture base's fits. ``E[mu]`` and ``E[tau]`` of ``sample()``'s
+    draws that are not stuck within K MCSE of the quadrature values."""
+    from test_pseudo_extended import eight_schools_posterior_means
+
+    from pymc_tempering.datasets import eight_schools_model
+
+    approx = fit_ergodic(model=eight_schools_model(non_centered=True), random_seed=seed(57),
+                         progressbar=False)
+    assert approx.settings["initial_source"] == "advi"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # a stuck draw in tau's tail is warned
+        idata = approx.sample(random_seed=seed(58))
+    assert idata.attrs["cycle_drift"] <= idata.attrs["cycle_drift_critical"]
+    moving = ~idata["sample_stats"]["stuck"].values
+    truth = eight_schools_posterior_means()
+    for name in ("mu", "tau"):
+        draws = idata["posterior"][name].values[moving]
+        assert_within_mcse(draws[None], truth[name], what=f"E[{name}]", min_ess=1000)

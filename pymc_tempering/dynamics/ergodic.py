@@ -39,6 +39,7 @@ from pymc_tempering.base import (
     Modes,
     _fit_base,
     _laplace_cov,
+    _laplace_mixture,
     find_modes,
     fit_base,
 )
@@ -428,7 +429,10 @@ def _mode_search(target: Target, seed) -> Modes | None:
 
 def _advi_components(target: Target, seed):
     """Where the mode search found no optimum (a centred hierarchical model's funnel, whose
-    density is unbounded at its neck; a flat direction): the components of the library's ADVI
+    density is unbounded at its neck; a flat direction), or its optima's Laplace Gaussians fail
+    the importance-sampling check of the tempering methods' base
+    (:func:`~pymc_tempering.base._laplace_mixture`: a joint mode far from the mass, as on a
+    non-centred hierarchical model): the components of the library's ADVI
     mixture base (``fit_base(method="mixture")``, which starts its fits where the search's runs
     ended and from prior draws), as (means, marginal sds, weights)."""
     try:
@@ -460,11 +464,14 @@ def _auto_initial(target: Target, seed=None) -> _AutoInitial:
     its mode and Laplace sds; for several, a Gaussian whose diagonal covers every optimum. The
     bound ``h`` is :func:`~pymc_tempering.kernels.ergodic.mixture_entropy_bound` of that
     mixture, an upper estimate of the posterior's entropy (for one optimum, the entropy of its
-    factorised Laplace Gaussian). Where the search finds no optimum, the components of the
+    factorised Laplace Gaussian). Where the search finds no optimum, or (with proper priors)
+    their Laplace mixture fails the base's importance-sampling check, the components of the
     ADVI mixture base (:func:`_advi_components`, their marginal sds) take the optima's place.
     """
     modes = _mode_search(target, seed)
-    if modes is None:
+    if modes is None or (
+        not target.improper_variables and _laplace_mixture(target, modes, seed) is None
+    ):
         points, stds, weights = _advi_components(target, seed)
         return _initial_from_components(points, stds, weights)._replace(source="advi")
     logp = target.logp
@@ -788,8 +795,12 @@ def fit_ergodic(
         the Gaussian moment-matched to their mixture with ``AUTO_WIDEN`` (2) times its marginal
         standard deviations: for one optimum, the mode and twice its Laplace sds; for several,
         a diagonal wide enough to cover every optimum. Where the search finds no optimum (the
-        funnel of a centred hierarchical model, whose density is unbounded at its neck), the
-        fits of the ADVI mixture base (``fit_base(method="mixture")``) take the optima's place
+        funnel of a centred hierarchical model, whose density is unbounded at its neck), or,
+        on a model with proper priors, the optima's Laplace mixture fails the importance-sampling
+        check of ``fit_base(method="laplace")`` (its log Z estimate more than a nat from the
+        Laplace mass: the non-centred eight schools' joint mode at ``tau`` about 29, far from
+        the posterior's mass), the fits of the ADVI mixture base
+        (``fit_base(method="mixture")``) take the optima's place
         (``settings["initial_source"]`` is ``"advi"``, else ``"modes"``). The fit does not
         depend on the units or location of the parameters; ``settings["initial_modes"]``
         counts the optima (or ADVI fits).
