@@ -439,11 +439,12 @@ def _advi_components(target: Target, seed):
         mixture = _fit_base(target, "mixture", random_seed=seed, progressbar=False)
     except ValueError as err:
         raise ValueError(
-            "initial='auto': the mode search found no maximum of the log density (no "
-            "optimisation from prior draws, nor from points jittered around the model's "
-            "initial point, converged to a finite maximum) and the ADVI fits that replace it "
-            f"failed ({err}). Pass initial=pmt.Base(...) (a P_0 wider than the posterior) or "
-            "initial='prior'."
+            "initial='auto': the mode search found no maximum of the log density that "
+            "describes it (no optimisation from prior draws, nor from points jittered around "
+            "the model's initial point, converged to a finite maximum, or the optima's Laplace "
+            "Gaussians failed the base's importance-sampling check) and the ADVI fits that "
+            f"replace them failed ({err}). Pass initial=pmt.Base(...) (a P_0 wider than the "
+            "posterior) or initial='prior'."
         ) from err
     components = mixture.components if isinstance(mixture, MixtureBase) else (mixture,)
     weights = mixture.weights if isinstance(mixture, MixtureBase) else np.ones(1)
