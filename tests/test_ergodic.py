@@ -301,8 +301,9 @@ def test_chains_stuck_where_p0_started_them_are_marked_and_warned(section_3_3):
     funnel's tail) stays there through any number of cycles and is no draw of the posterior
     (measured on the non-centred eight schools with ``P_0`` from the Laplace Gaussian at its
     joint mode, the default until 2026-11-27: one draw of 4000 at ``tau = 960`` after 64
-    cycles, against a posterior 99.9% quantile of 21, made ``tau``'s sd 15.5 against 3.2). The paired drift check cannot see such draws (their rows do not change), so
-    a separate check marks them. Here every proposal is rejected by construction (step sizes
+    cycles, against a posterior 99.9% quantile of 21, made ``tau``'s sd 15.5 against 3.2).
+    The paired drift check cannot see such draws (their rows do not change), so a separate
+    check marks them. Here every proposal is rejected by construction (step sizes
     100 times the tuned ones on section 3.3's Gaussian: the leapfrog is unstable): the drift
     check passes after two cycles and only the stuck check says so. Draws of the tuned chain
     are not stuck."""
@@ -631,7 +632,7 @@ def test_defaults_on_the_centred_eight_schools_fall_back_to_advi():
     assert_within_mcse(mu, eight_schools_posterior_means()["mu"], what="E[mu]", min_ess=1000)
 
 
-@pytest.mark.slow  # ~150 s on this session's 2-core machine (the mode search, ADVI, the fit)
+@pytest.mark.slow  # ~50 s on the 2-core machine of 2026-11-27 (the mode search, ADVI, the fit)
 def test_defaults_on_the_non_centred_eight_schools_start_from_advi():
     """The non-centred eight schools have a joint mode at ``tau`` about 29, far from the
     posterior's mass (median 2.8): ``P_0`` from its Laplace Gaussian left the Stein gap at
