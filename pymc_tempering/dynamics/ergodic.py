@@ -39,7 +39,6 @@ from pymc_tempering.base import (
     Modes,
     _fit_base,
     _laplace_cov,
-    _laplace_mixture,
     find_modes,
     fit_base,
 )
@@ -412,51 +411,48 @@ class _AutoInitial(NamedTuple):
 
 
 def _mode_search(target: Target, seed) -> Modes | None:
-    """The optima of the project's mode search (:func:`~pymc_tempering.base.find_modes`).
-
-    From prior draws; where the prior is improper (``pm.Flat``) or no run converged,
-    from ``N_MODE_STARTS`` points jittered around the model's initial point by ``U(-1, 1)``, as
-    ``pm.sample`` jitters its chains' starts. ``None`` where neither found an optimum.
+    """The optima of the project's mode search (:func:`~pymc_tempering.base.find_modes`) for a
+    model with an improper prior (``pm.Flat``), which cannot be drawn from: from
+    ``N_MODE_STARTS`` points jittered around the model's initial point by ``U(-1, 1)``, as
+    ``pm.sample`` jitters its chains' starts. ``None`` where no run found an optimum.
     """
-    modes = None if target.improper_variables else find_modes(target, random_seed=seed)
-    if modes is None:
-        rng = np.random.default_rng(seed)
-        start = target.ravel(target.model.initial_point())
-        starts = start + rng.uniform(-1.0, 1.0, size=(N_MODE_STARTS, target.ndim))
-        modes = find_modes(target, starts=starts)
-    return modes
+    rng = np.random.default_rng(seed)
+    start = target.ravel(target.model.initial_point())
+    starts = start + rng.uniform(-1.0, 1.0, size=(N_MODE_STARTS, target.ndim))
+    return find_modes(target, starts=starts)
 
 
-def _advi_components(target: Target, seed):
-    """Where the mode search found no optimum (a centred hierarchical model's funnel, whose
-    density is unbounded at its neck; a flat direction), or its optima's Laplace Gaussians fail
-    the importance-sampling check of the tempering methods' base
-    (:func:`~pymc_tempering.base._laplace_mixture`: a joint mode far from the mass, as on a
-    non-centred hierarchical model): the components of the library's ADVI
-    mixture base (``fit_base(method="mixture")``, which starts its fits where the search's runs
-    ended and from prior draws), as (means, marginal sds, weights)."""
-    try:
-        mixture = _fit_base(target, "mixture", random_seed=seed, progressbar=False)
-    except ValueError as err:
-        raise ValueError(
-            "initial='auto': the mode search found no maximum of the log density that "
-            "describes it (no optimisation from prior draws, nor from points jittered around "
-            "the model's initial point, converged to a finite maximum, or the optima's Laplace "
-            "Gaussians failed the base's importance-sampling check) and the ADVI fits that "
-            f"replace them failed ({err}). Pass initial=pmt.Base(...) (a P_0 wider than the "
-            "posterior) or initial='prior'."
-        ) from err
-    components = mixture.components if isinstance(mixture, MixtureBase) else (mixture,)
-    weights = mixture.weights if isinstance(mixture, MixtureBase) else np.ones(1)
+def _components(base: Base | MixtureBase):
+    """A base's Gaussian components as (means, marginal sds, weights)."""
+    components = base.components if isinstance(base, MixtureBase) else (base,)
+    weights = base.weights if isinstance(base, MixtureBase) else np.ones(1)
     means = np.array([c.mean for c in components], dtype=float)
     stds = np.array([c.std for c in components], dtype=float)
     return means, stds, np.asarray(weights, dtype=float)
 
 
+def _library_base(target: Target, method: str, seed) -> Base | MixtureBase:
+    """``fit_base(method=method)`` for ``initial="auto"``, its failure said in its terms."""
+    try:
+        return _fit_base(target, method, random_seed=seed, progressbar=False)
+    except ValueError as err:
+        raise ValueError(
+            "initial='auto': the mode search found no maximum of the log density that "
+            "describes it (no optimisation converged to a finite maximum, or the optima's "
+            "Laplace Gaussians failed the base's importance-sampling check) and the ADVI fits "
+            f"that replace them failed ({err}). Pass initial=pmt.Base(...) (a P_0 wider than "
+            "the posterior) or initial='prior'."
+        ) from err
+
+
 def _auto_initial(target: Target, seed=None) -> _AutoInitial:
     """``initial="auto"``: ``P_0`` from the optima of the mode search, ``h`` from their mixture.
 
-    Each optimum gets its Laplace Gaussian (:func:`~pymc_tempering.base._laplace_cov`, the
+    The optima are those of the library's base (``fit_base(method="laplace")``: a mode search
+    from prior draws, whose optima's Laplace mixture must pass the tempering base's
+    importance-sampling check, :func:`~pymc_tempering.base._laplace_mixture`); for a model
+    with an improper prior, of a search from jittered starts (:func:`_mode_search`). Each
+    optimum gets its Laplace Gaussian (:func:`~pymc_tempering.base._laplace_cov`, the
     inverse of minus the Hessian, with no prior floor: a flat direction is bounded by the cap
     instead), its marginal sds capped at ``PROFILE_FACTOR`` (2) profile half-widths along each
     axis (:func:`~pymc_tempering.kernels.ergodic.profile_width`). ``P_0``'s centre and sds are
@@ -465,24 +461,32 @@ def _auto_initial(target: Target, seed=None) -> _AutoInitial:
     its mode and Laplace sds; for several, a Gaussian whose diagonal covers every optimum. The
     bound ``h`` is :func:`~pymc_tempering.kernels.ergodic.mixture_entropy_bound` of that
     mixture, an upper estimate of the posterior's entropy (for one optimum, the entropy of its
-    factorised Laplace Gaussian). Where the search finds no optimum, or (with proper priors)
-    their Laplace mixture fails the base's importance-sampling check, the components of the
-    ADVI mixture base (:func:`_advi_components`, their marginal sds) take the optima's place.
+    factorised Laplace Gaussian). Where the search finds no optimum (a centred hierarchical
+    model's funnel, whose density is unbounded at its neck; a flat direction), or (with proper
+    priors) their Laplace mixture fails the check (a joint mode far from the mass, as on a
+    non-centred hierarchical model), the components of the base's ADVI mixture (fits started
+    where the search's runs ended and from prior draws; their marginal sds) take the optima's
+    place.
     """
-    modes = _mode_search(target, seed)
-    if modes is None or (
-        not target.improper_variables and _laplace_mixture(target, modes, seed) is None
-    ):
-        points, stds, weights = _advi_components(target, seed)
-        return _initial_from_components(points, stds, weights)._replace(source="advi")
+    if target.improper_variables:
+        modes = _mode_search(target, seed)
+        base = _library_base(target, "mixture", seed) if modes is None else None
+    else:
+        base = _library_base(target, "laplace", seed)
+        laplace = isinstance(base, MixtureBase) and all(
+            c.method == "laplace" for c in base.components
+        )
+        modes = base.modes if laplace else None
+    if modes is None:
+        return _initial_from_components(*_components(base))._replace(source="advi")
     logp = target.logp
     stds = []
     for x, cov in zip(modes.points, modes.cov, strict=True):
         # modes.cov is floored at the prior's precision; redo it with a negligible floor (the
         # largest curvature times 1e-12) so the cap, not the prior, bounds a flat direction
         floor = 1e-12 / float(np.linalg.eigvalsh(cov).min())
-        laplace = _laplace_cov(target, x, floor)
-        std = np.sqrt(np.diag(laplace[0])) if laplace is not None else np.sqrt(np.diag(cov))
+        laplace_cov = _laplace_cov(target, x, floor)
+        std = np.sqrt(np.diag(laplace_cov[0])) if laplace_cov is not None else np.sqrt(np.diag(cov))
         std = np.fmin(std, hei.PROFILE_FACTOR * hei.profile_width(logp, x, std))
         stds.append(std)
     stds = np.array(stds)
@@ -788,10 +792,11 @@ def fit_ergodic(
     n_leapfrog : int
         Leapfrog steps per transition.
     initial : "auto", "prior" or Base
-        ``P_0``. ``"auto"``: from the library's mode search
-        (:func:`~pymc_tempering.base.find_modes`: L-BFGS from 32 prior draws, or, for an
-        improper prior such as ``pm.Flat``, from 32 points jittered by ``U(-1, 1)`` around the
-        model's initial point), the Laplace Gaussian of each optimum found (marginal sds capped
+        ``P_0``. ``"auto"``: from the optima of the library's base,
+        ``fit_base(method="laplace")``, whose mode search
+        (:func:`~pymc_tempering.base.find_modes`) runs L-BFGS from 32 prior draws (for an
+        improper prior such as ``pm.Flat``, ``fit_ergodic`` searches from 32 points jittered
+        by ``U(-1, 1)`` around the model's initial point), the Laplace Gaussian of each optimum found (marginal sds capped
         at twice the profile half-width along each axis), and ``P_0`` centred at the mean of
         the Gaussian moment-matched to their mixture with ``AUTO_WIDEN`` (2) times its marginal
         standard deviations: for one optimum, the mode and twice its Laplace sds; for several,
@@ -800,8 +805,8 @@ def fit_ergodic(
         on a model with proper priors, the optima's Laplace mixture fails the importance-sampling
         check of ``fit_base(method="laplace")`` (its log Z estimate more than a nat from the
         Laplace mass: the non-centred eight schools' joint mode at ``tau`` about 29, far from
-        the posterior's mass), the fits of the ADVI mixture base
-        (``fit_base(method="mixture")``) take the optima's place
+        the posterior's mass), the ADVI fits with which that base then replaces them take
+        the optima's place
         (``settings["initial_source"]`` is ``"advi"``, else ``"modes"``). The fit does not
         depend on the units or location of the parameters; ``settings["initial_modes"]``
         counts the optima (or ADVI fits).
