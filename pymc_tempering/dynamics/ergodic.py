@@ -796,7 +796,8 @@ def fit_ergodic(
         ``fit_base(method="laplace")``, whose mode search
         (:func:`~pymc_tempering.base.find_modes`) runs L-BFGS from 32 prior draws (for an
         improper prior such as ``pm.Flat``, ``fit_ergodic`` searches from 32 points jittered
-        by ``U(-1, 1)`` around the model's initial point), the Laplace Gaussian of each optimum found (marginal sds capped
+        by ``U(-1, 1)`` around the model's initial point), the Laplace Gaussian of each
+        optimum found (marginal sds capped
         at twice the profile half-width along each axis), and ``P_0`` centred at the mean of
         the Gaussian moment-matched to their mixture with ``AUTO_WIDEN`` (2) times its marginal
         standard deviations: for one optimum, the mode and twice its Laplace sds; for several,
