@@ -422,17 +422,16 @@ def _mode_search(target: Target, seed) -> Modes | None:
     return find_modes(target, starts=starts)
 
 
-def _components(base: Base | MixtureBase):
-    """A base's Gaussian components as (means, marginal sds, weights)."""
-    components = base.components if isinstance(base, MixtureBase) else (base,)
-    weights = base.weights if isinstance(base, MixtureBase) else np.ones(1)
-    means = np.array([c.mean for c in components], dtype=float)
-    stds = np.array([c.std for c in components], dtype=float)
-    return means, stds, np.asarray(weights, dtype=float)
+def _components(mixture: MixtureBase):
+    """A mixture base's Gaussian components as (means, marginal sds, weights)."""
+    means = np.array([c.mean for c in mixture.components], dtype=float)
+    stds = np.array([c.std for c in mixture.components], dtype=float)
+    return means, stds, np.asarray(mixture.weights, dtype=float)
 
 
-def _library_base(target: Target, method: str, seed) -> Base | MixtureBase:
-    """``fit_base(method=method)`` for ``initial="auto"``, its failure said in its terms."""
+def _library_base(target: Target, method: str, seed) -> MixtureBase:
+    """``fit_base(method=method)`` (``"laplace"`` or ``"mixture"``, both a
+    :class:`MixtureBase`) for ``initial="auto"``, its failure said in its terms."""
     try:
         return _fit_base(target, method, random_seed=seed, progressbar=False)
     except ValueError as err:
@@ -473,9 +472,7 @@ def _auto_initial(target: Target, seed=None) -> _AutoInitial:
         base = _library_base(target, "mixture", seed) if modes is None else None
     else:
         base = _library_base(target, "laplace", seed)
-        laplace = isinstance(base, MixtureBase) and all(
-            c.method == "laplace" for c in base.components
-        )
+        laplace = all(c.method == "laplace" for c in base.components)
         modes = base.modes if laplace else None
     if modes is None:
         return _initial_from_components(*_components(base))._replace(source="advi")
