@@ -9,10 +9,10 @@ flat draws into the library's result (through :func:`~pymc_tempering.results.bui
 the only builder of the layout), records the seed and warns from
 :func:`~pymc_tempering.diagnose`.
 
-The flat draws ``(chain, draw, ndim)`` are mapped (in one vectorised compiled call) to the
-model's named constrained variables and deterministics and packed with the value variables and
-the driver's stats into a ``DataTree`` with ``posterior`` and ``sample_stats`` groups, as PyMC's
-converter would.
+The flat draws ``(chain, draw, ndim)`` are mapped (by the :class:`Target`'s compiled point
+function, once per draw) to the model's named constrained variables and deterministics, and
+packed with the value variables and the driver's stats into a ``DataTree`` with ``posterior``
+and ``sample_stats`` groups, as PyMC's converter would.
 """
 
 from __future__ import annotations
@@ -23,11 +23,8 @@ from typing import Any
 
 import numpy as np
 import pymc
-import pytensor
-import pytensor.tensor as pt
 from pymc.backends.arviz import coords_and_dims_for_inferencedata, dict_to_dataset
 from pymc.stats.convergence import WarningType, run_convergence_checks
-from pytensor.graph.replace import vectorize_graph
 from xarray import DataTree
 
 from pymc_tempering.base import find_modes
@@ -311,23 +308,19 @@ def warn_missed_modes(result: DataTree, target: Target, x: np.ndarray, method: s
 
 
 def constrained_draws(target: Target, x: np.ndarray) -> dict[str, np.ndarray]:
-    """The model's constrained variables and deterministics at flat draws ``(..., ndim)``."""
+    """The model's constrained variables and deterministics at flat draws ``(..., ndim)``.
+
+    One call per draw of the function the :class:`Target` compiled with its log density. A
+    batched function (the graph vectorised over draws) took 3.5 s to compile on the
+    92-parameter radon model, where the 4000 calls take 0.09 s.
+    """
     x = np.asarray(x, dtype=float)
     lead = x.shape[:-1]
-    flat = x.reshape(-1, target.ndim)
-    point = pt.vector("x", dtype="float64")
-    outputs = target.constrained_graph(target.unravel_graph(point))
-    names = list(outputs)
-    batch = pt.matrix("xs", dtype="float64")
-    try:
-        fn = pytensor.function([batch], vectorize_graph(list(outputs.values()), {point: batch}))
-        values = fn(flat)
-    except Exception:  # an Op without a batched form: fall back to one call per draw
-        rows = [target.constrained(row) for row in flat]
-        values = [np.stack([r[name] for r in rows]) for name in names]
+    rows = [target.constrained(row) for row in x.reshape(-1, target.ndim)]
+    shapes = {k: np.shape(v) for k, v in target.constrained(np.zeros(target.ndim)).items()}
     return {
-        name: np.asarray(v).reshape(lead + np.asarray(v).shape[1:])
-        for name, v in zip(names, values, strict=True)
+        name: np.reshape([row[name] for row in rows], lead + shapes[name])
+        for name in target.constrained_names
     }
 
 

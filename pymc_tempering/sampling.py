@@ -180,6 +180,11 @@ def pm_sample_kwargs(nuts_sampler: str | None, sample_kwargs: dict) -> dict:
       PyMC's own sampler keeps ``"auto"``, which gives each parallel chain one thread.
     """
     kwargs = dict(sample_kwargs)
+    if "var_names" in kwargs:
+        raise ValueError(
+            "var_names is not taken: the method stores the variables its weights need and "
+            "returns all of the model's; select from the result instead."
+        )
     # pm.sample writes target_accept into the ``nuts`` dict it is given: a copy keeps the
     # caller's dict as it was, and a method's second run (an extension) from raising
     # "target_accept was defined twice"

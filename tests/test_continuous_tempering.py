@@ -283,6 +283,7 @@ def small_base():
     with pm.Model() as model:
         mu = pm.Normal("mu", 0, 2)
         s = pm.HalfNormal("s", 1.5)
+        pm.Deterministic("mu_twice", 2 * mu)
         pm.Normal("y", mu, s, observed=np.array([0.3, -0.2, 1.1, 0.5, 0.9]))
     return model, pmt.fit_base(model, n=3000, random_seed=seed(0), progressbar=False)
 
@@ -293,8 +294,13 @@ def _run_backend(small_base, sampler, chains=2):
         100, tune=100, chains=chains, model=model, base=base, nuts_sampler=sampler,
         bootstrap=0, random_seed=seed(0), progressbar=False,
     )
-    assert {"mu", "s", "inverse_temperature"} <= set(idata["posterior"].data_vars)
+    post = idata["posterior"]
+    assert {"mu", "s", "mu_twice", "inverse_temperature"} <= set(post.data_vars)
     assert "s_log__" in idata["unconstrained_posterior"]
+    # computed from the stored free variables, not by the sampler (stored_variables)
+    np.testing.assert_allclose(post["s"], np.exp(idata["unconstrained_posterior"]["s_log__"]))
+    np.testing.assert_allclose(post["mu_twice"], 2 * post["mu"])
+    np.testing.assert_allclose(post["inverse_temperature"], expit(post["temperature_control"]))
     assert np.isfinite(pmt.log_marginal_likelihood(idata).estimate)
     assert idata.attrs["nuts_sampler"] == sampler
 
@@ -327,6 +333,8 @@ def test_nuts_kwargs_survive_a_second_run_and_stay_the_callers(small_base, sampl
         pmt.sample_ct(
             50, tune=50, model=model, base=base, nuts={"target_accept": 0.95}, progressbar=False
         )
+    with pytest.raises(ValueError, match="var_names is not taken"):
+        pmt.sample_ct(50, tune=50, model=model, base=base, var_names=["mu"], progressbar=False)
 
 
 def test_runs_under_numpyro(small_base):

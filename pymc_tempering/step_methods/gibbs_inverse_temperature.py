@@ -33,6 +33,7 @@ from pymc_tempering.transforms.continuous_tempering import (
     _check_extension_args,
     ct_result,
     run_with_bootstrap,
+    stored_variables,
     tempered_model,
 )
 
@@ -350,6 +351,7 @@ def sample_gibbs_ct(
             random_seed=seed,
             progressbar=progressbar,
             model=gibbs_model,
+            var_names=stored_variables(gibbs_model),
             **pm_sample_kwargs("pymc", sample_kwargs),
         )
         return ct_result(
