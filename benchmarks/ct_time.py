@@ -18,7 +18,8 @@ The radon models of :mod:`pymc_tempering.datasets` are problems too: ``radon_alp
 (``radon_model(non_centered="alpha")``), ``radon_intercepts`` and ``radon_pooled``, with their
 exact log Z.
 
-Run: ``.venv/bin/python benchmarks/ct_time.py [--problems a,b] [--seed 0] [--seeds 1] [--out PATH]``.
+Run: ``.venv/bin/python benchmarks/ct_time.py [--problems a,b] [--seed 0] [--seeds 1] [--draws N]
+[--out PATH]`` (``--draws``: ``sample_ct``'s draws per chain instead of its default).
 Writes ``benchmarks/results/ct_time.json`` (or ``--out``) and prints a markdown table. Timings are of one run each on
 a shared machine: compare the ratios within a row, not absolute times across runs.
 """
@@ -99,12 +100,13 @@ class _Radon:
         return radon_log_marginal_likelihood(model=RADON_TRUTH[self.name])
 
 
-def run(name: str, seed: int) -> dict:
+def run(name: str, seed: int, draws: int | None = None) -> dict:
     problem = _Radon(name) if name in RADON else PROBLEMS[name]
     TIMES.clear()
     start = time.perf_counter()
     with problem.build():
-        idata = pmt.sample_ct(random_seed=seed, progressbar=False)
+        kwargs = {} if draws is None else {"draws": draws}
+        idata = pmt.sample_ct(random_seed=seed, progressbar=False, **kwargs)
     total = time.perf_counter() - start
     lml = pmt.log_marginal_likelihood(idata)
     row = {"problem": name, "seed": seed, "ct_total": total, **{p: TIMES.get(p, 0.0) for p in PHASES}}
@@ -142,6 +144,8 @@ def main(argv=None):
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--seed", type=int, default=0, help="the first seed")
     parser.add_argument("--seeds", type=int, default=1, help="how many seeds, each over every problem")
+    parser.add_argument("--draws", type=int, default=None,
+                        help="sample_ct's draws per chain (default: its default)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     _instrument()
@@ -149,7 +153,7 @@ def main(argv=None):
     rows = []
     for seed in range(args.seed, args.seed + args.seeds):
         for name in args.problems.split(","):
-            rows.append(run(name, seed))
+            rows.append(run(name, seed, args.draws))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
     Path(args.out).write_text(json.dumps(rows, indent=1))
     print(table(rows))
