@@ -564,13 +564,12 @@ def _model_posterior(sampled: DataTree, target: Target, x: np.ndarray) -> DataTr
     (constrained, with their dims), the transformed value variables under their value names,
     ``inverse_temperature`` and, for joint tempering, ``temperature_control``."""
     posterior = sampled["posterior"]
-    method = {}
     if TEMPERATURE_CONTROL in posterior:
         control = posterior[TEMPERATURE_CONTROL].values
-        method = {TEMPERATURE_CONTROL: control, INVERSE_TEMPERATURE: expit(control)}
+        temperature = {TEMPERATURE_CONTROL: control, INVERSE_TEMPERATURE: expit(control)}
     else:
-        method = {INVERSE_TEMPERATURE: posterior[INVERSE_TEMPERATURE].values}
-    rebuilt = draws_to_datatree(target, x, extra_posterior=method)["posterior"].to_dataset()
+        temperature = {INVERSE_TEMPERATURE: posterior[INVERSE_TEMPERATURE].values}
+    rebuilt = draws_to_datatree(target, x, extra_posterior=temperature)["posterior"].to_dataset()
     rebuilt.attrs = dict(posterior.attrs)
     groups = {f"/{name}": sampled[name].to_dataset() for name in sampled.children}
     groups["/posterior"] = rebuilt
