@@ -334,7 +334,7 @@ def test_nuts_kwargs_survive_a_second_run_and_stay_the_callers(small_base, sampl
             50, tune=50, model=model, base=base, nuts={"target_accept": 0.95}, progressbar=False
         )
     with pytest.raises(ValueError, match="var_names is not taken"):
-        pmt.sample_ct(50, tune=50, model=model, base=base, var_names=["mu"], progressbar=False)
+        pmt.sample_ct(50, tune=50, model=model, var_names=["mu"], progressbar=False)  # no fit
 
 
 def test_runs_under_numpyro(small_base):

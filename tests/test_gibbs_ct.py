@@ -210,6 +210,8 @@ def test_bad_input_and_reproducible():
         pmt.sample_gibbs_ct(x_step="slice", **kwargs)
     with pytest.raises(ValueError, match="dimension"):
         pmt.sample_gibbs_ct(**{**kwargs, "base": pmt.Base.from_moments([0, 0], [1, 1])})
+    with pytest.raises(ValueError, match="var_names is not taken"):
+        pmt.sample_gibbs_ct(var_names=["mu"], **{**kwargs, "base": None})  # before any fit
     a = pmt.sample_gibbs_ct(random_seed=seed(5), **kwargs)
     b = pmt.sample_gibbs_ct(random_seed=seed(5), **kwargs)
     np.testing.assert_array_equal(a["posterior"]["mu"].values, b["posterior"]["mu"].values)

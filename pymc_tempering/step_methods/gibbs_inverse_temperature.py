@@ -327,6 +327,7 @@ def sample_gibbs_ct(
     if target_accept is None:
         target_accept = 0.9 if x_step == "nuts" else 0.65  # PyMC's HMC default
     _check_extension_args(target_accept, max_extensions, target_se, max_time)  # before the fit
+    pm_sample_kwargs("pymc", sample_kwargs)  # refused here, if at all, not after the base fit
     target, base, log_zeta, seed = prepare_base(model, base, log_zeta, random_seed, progressbar)
     x_cls = pm.NUTS if x_step == "nuts" else pm.HamiltonianMC
     settings = {

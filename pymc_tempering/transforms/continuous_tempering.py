@@ -279,6 +279,8 @@ def sample_ct(
     draws, tune, chains = check_sampler_args(draws, tune, chains)
     if bootstrap is None:
         bootstrap = 0 if base is None else 1
+    # the pm.sample keywords are refused here, if at all, not after the base fit
+    pm_sample_kwargs(nuts_sampler, {**sample_kwargs, "target_accept": target_accept})
     target, base, log_zeta, seed = prepare_base(model, base, log_zeta, random_seed, progressbar)
     settings = {
         "nuts_sampler": nuts_sampler or "default",
