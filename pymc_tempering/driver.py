@@ -317,9 +317,10 @@ def constrained_draws(target: Target, x: np.ndarray) -> dict[str, np.ndarray]:
     x = np.asarray(x, dtype=float)
     lead = x.shape[:-1]
     rows = [target.constrained(row) for row in x.reshape(-1, target.ndim)]
-    shapes = {k: np.shape(v) for k, v in target.constrained(np.zeros(target.ndim)).items()}
+    # each variable's shape from the first draw; without draws, from one call at the origin
+    first = rows[0] if rows else target.constrained(np.zeros(target.ndim))
     return {
-        name: np.reshape([row[name] for row in rows], lead + shapes[name])
+        name: np.reshape([row[name] for row in rows], lead + np.shape(first[name]))
         for name in target.constrained_names
     }
 
