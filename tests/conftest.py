@@ -11,9 +11,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 
-#: The test files that take most of the default run, heaviest first (seconds of the 1,176 that
-#: the 406 tests took, measured 2026-11-27 on a 2-core machine where the run took 10:47:
-#: 208, 157, 99, 85, 84, 75, 68, 68, 62, 53, 40; no other file above 35). pytest-xdist's
+#: The test files that take most of the default run, heaviest first (their tests' seconds in a
+#: run of 2026-11-27 on a 2-core machine, less the three tests since marked slow: 190, 159, 84,
+#: 73, 72, 67, 67, 63, 59, 46, 41, 34, 30; no other file above 22). pytest-xdist's
 #: ``--dist loadfile`` gives each worker whole files in collection order
 #: (``--no-loadscope-reorder`` in ``pyproject.toml``; by default it orders them by their number
 #: of tests, which put these last): longest first, so that neither worker ends on a long file
@@ -21,15 +21,17 @@ logging.getLogger("pymc").setLevel(logging.ERROR)
 HEAVIEST_FILES = (
     "test_warmup.py",
     "test_tact.py",
-    "test_replica_exchange.py",
-    "test_tact_minibatch.py",
     "test_continuous_tempering.py",
     "test_ergodic.py",
     "test_pseudo_extended.py",
     "test_conformance.py",
     "test_modes.py",
     "test_black_box.py",
+    "test_replica_exchange.py",
     "test_funnel.py",
+    "test_datasets.py",
+    "test_gibbs_ct.py",
+    "test_tact_minibatch.py",
 )
 
 

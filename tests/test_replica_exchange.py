@@ -293,6 +293,8 @@ def test_replicas_temper_the_likelihood_not_the_prior():
     assert grad.shape == points.shape and np.all(np.isfinite(grad))
 
 
+@pytest.mark.slow  # 47 s of the default run (2026-11-27); the unit test above checks the
+# tempering of the likelihood alone
 def test_hot_replicas_of_a_regression_stay_proper_at_the_defaults():
     """At the default hottest temperature (the number of data), tempering the whole posterior
     flattened the prior as much: on this regression (30,000 data, minibatches of 300) the hot

@@ -391,6 +391,7 @@ def test_sign_flip_crosses_the_barrier_at_defaults(method, n, s):
     assert idata.attrs["max_temperature"] >= n
 
 
+@pytest.mark.slow  # 46 s of the default run (2026-11-27)
 def test_tact_reaches_a_posterior_far_from_its_start():
     """The warm-up's first window is a transit, capped by the curvature only. A linear regression
     on 100,000 points, coefficients in units of 1e-3 and 10 (posterior sds 1.6e-6 and 3e-4),
