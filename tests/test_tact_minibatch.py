@@ -139,7 +139,7 @@ def _shared_noise_model(n=10_000, batch_size=None):
 
 
 def test_noise_rotation_turns_to_the_direction_of_the_noise(seed):
-    """``thermostats.noise_rotation``, the mechanism of the slow test below, in milliseconds: on
+    """``thermostats.noise_rotation``, the mechanism of the slow test below, in a second: on
     the model whose minibatch gradient noise lies along ``t_1 + t_2`` (a covariance of rank
     one, whatever the minibatches drawn), the turn's last column (the largest eigenvalue) is
     that direction to rounding, and in the turned coordinates the noise of a fresh measurement

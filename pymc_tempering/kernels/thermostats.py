@@ -274,7 +274,7 @@ def coupling(xi, settings: TACTSettings) -> tuple[np.ndarray, np.ndarray]:
         lam = np.broadcast_to(np.asarray(settings.inverse_temperature, dtype=float), xi.shape)
         return lam, np.zeros_like(xi)
     a, drop = settings.unit_temperature_fraction, 1.0 - settings.lambda_min
-    u = np.minimum(np.maximum((xi - a) / (1.0 - a), 0.0), 1.0)  # np.clip, at a fifth of its cost
+    u = np.minimum(np.maximum((xi - a) / (1.0 - a), 0.0), 1.0)  # np.clip, at 2/5 of its cost
     lam = 1.0 - drop * u * u * (3.0 - 2.0 * u)
     dlam = -drop * 6.0 * u * (1.0 - u) / (1.0 - a)
     return lam, dlam
