@@ -19,8 +19,7 @@ seed, ``pmt.sample_ct(random_seed=seed)`` at its defaults on ``radon_model(non_c
 - ``ends``: ``sd(z)`` that the Rao-Blackwellised estimate would have under a prior on beta with
   half its mass at beta in {0, 1} (``m = 0.5``) or all of it (``m = 1``: the two-level estimate,
   Bennett's optimal bridge at equal sample sizes), from the same draws reweighted to that
-  prior's marginal density of ``x``. Continuous NUTS cannot sample point masses in beta; this is
-  the most any prior on beta could give.
+  prior's marginal density of ``x``. Continuous NUTS cannot sample point masses in beta.
 
 Run: ``.venv/bin/python benchmarks/ct_estimators.py [--seeds 0,1,2,3] [--model alpha]``.
 Prints a markdown table.
