@@ -112,10 +112,8 @@ def ends_sd(delta, m):
         parts = []
         if m > 0:
             parts += [np.log(m / 2) + 0 * d, np.log(m / 2) - d]
-        if m < 1:
-            with np.errstate(all="ignore"):
-                uniform = np.where(np.abs(d) < 1e-8, 0.0, np.log(np.abs(-np.expm1(-d) / d)))
-            parts.append(np.log(1 - m) + uniform)
+        if m < 1:  # the uniform prior's: (1 - exp(-d)) / d = 1 / w0 of eq. (20)
+            parts.append(np.log(1 - m) - ct_log_weights(d)[0])
         return logsumexp(np.stack(parts), axis=0)
 
     k = log_laplace(m)

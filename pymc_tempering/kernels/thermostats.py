@@ -305,30 +305,24 @@ def abf_mean_energy(state: TACTState, settings: TACTSettings, bins=None) -> np.n
     return (state.abf_sum + ramp * overall[:, None]) / (state.abf_count + ramp)
 
 
-def abf_force(state: TACTState, settings: TACTSettings, bins=None, dlam=None) -> np.ndarray:
+def abf_force(state: TACTState, settings: TACTSettings, bins, dlam) -> np.ndarray:
     """The adaptive biasing force ``A'(xi) = <dH/dxi | xi>`` (eq. 11) each chain feels now.
 
     Inside the well ``dH/dxi = lambda'(xi) U``, so ``A'(xi) = lambda'(xi) <U | xi>`` with the
     conditional mean of :func:`abf_mean_energy` in ``xi``'s bin. Shape (n,). ``bins``
-    (:func:`abf_index`) and ``dlam`` (:func:`coupling`) of ``state.xi``, when the caller has
-    them already.
+    (:func:`abf_index`) and ``dlam`` (:func:`coupling`) are those of ``state.xi``, which the
+    step has already.
     """
-    j = abf_index(state.xi, settings.abf_bins) if bins is None else bins
-    if dlam is None:
-        _, dlam = coupling(state.xi, settings)
-    return dlam * abf_mean_energy(state, settings, j)
+    return dlam * abf_mean_energy(state, settings, bins)
 
 
-def abf_update(
-    state: TACTState, energy: np.ndarray, settings: TACTSettings, bins=None
-) -> TACTState:
+def abf_update(state: TACTState, energy: np.ndarray, bins) -> TACTState:
     """Add this step's potential ``energy (n,)`` to the bin of each chain's ``xi`` (eq. 11);
-    ``bins``: :func:`abf_index` of ``state.xi``, when the caller has it already."""
+    ``bins``: :func:`abf_index` of ``state.xi``."""
     rows = np.arange(state.xi.shape[0])
-    j = abf_index(state.xi, settings.abf_bins) if bins is None else bins
     abf_sum, abf_count = state.abf_sum.copy(), state.abf_count.copy()
-    abf_sum[rows, j] += energy
-    abf_count[rows, j] += 1.0
+    abf_sum[rows, bins] += energy
+    abf_count[rows, bins] += 1.0
     return state._replace(
         abf_sum=abf_sum,
         abf_count=abf_count,
@@ -456,7 +450,7 @@ def _move_xi(state: TACTState, s: TACTSettings, energy, dlam, z_xi, noise) -> TA
         - dlam**2 * z_xi * state.r_xi
         + s.eta_xi * bias
     )
-    state = abf_update(state, energy, s, bins)
+    state = abf_update(state, energy, bins)
     moved = state.xi + r_xi
     out = (moved < 0.0) | (moved > 1.0)
     r_xi = np.where(out, -r_xi, r_xi)  # elastic bounce off the infinite well
