@@ -23,7 +23,7 @@ from pymc_tempering.base import (
     fit_base,
 )
 from pymc_tempering.plots import plot_inverse_temperature, plot_joint, plot_log_marginal_likelihood
-from pymc_tempering.sampling import DivergenceError, NonFiniteGradientError
+from pymc_tempering.contract import DivergenceError, NonFiniteGradientError
 from pymc_tempering.target import Target
 from pymc_tempering.transforms.continuous_tempering import (
     continuously_tempered_model,

@@ -19,7 +19,7 @@ from xarray import DataTree
 from pymc_tempering.diagnostics import diagnose
 from pymc_tempering.estimators import kish_ess, weighted_mean
 from pymc_tempering.results import METHOD_VARIABLES, PSEUDO_SAMPLE, check_result
-from pymc_tempering.sampling import split_seed
+from pymc_tempering.contract import split_seed
 
 __all__ = [
     "LogMarginalLikelihood",

@@ -28,7 +28,7 @@ from scipy.special import logsumexp
 
 from pymc_tempering.diagnostics import UNSEEN_OPTIMA_LIMIT
 from pymc_tempering.estimators import beyond_edge, unseen_share, weighted_mean
-from pymc_tempering.sampling import reproducible, split_seed, warn
+from pymc_tempering.contract import reproducible, split_seed, warn
 from pymc_tempering.target import Target
 
 __all__ = [
@@ -830,7 +830,7 @@ class _AdviSteps:
                 **fit_kwargs,
             )
             return approx.hist, approx.groups[0]
-        from pymc_tempering.driver import progress_bar
+        from pymc_tempering.progress import progress_bar
 
         inference, step, (shape, dtype) = compiled
         group = inference.approx.groups[0]

@@ -346,7 +346,7 @@ def test_a_weighted_result_worth_few_draws_warns_as_pm_sample_does(recwarn):
     """``warn_weighted_ess``, run at the end of every method with weighted draws: AR(1)
     chains with ``phi = 0.995`` (an ESS of about 50 for 4 x 5000 draws, far below 100 per chain)
     warn, naming the entry; independent draws (ESS about 20,000) do not."""
-    from pymc_tempering.sampling import warn_weighted_ess
+    from pymc_tempering.report import warn_weighted_ess
 
     slow = ar1_chains(0.995, seed(8))
     with pytest.warns(UserWarning, match=r"fewer than 100 independent draws per chain .* x, "):

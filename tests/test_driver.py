@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 import pymc_tempering as pmt
-from pymc_tempering.driver import constrained_draws, driver_result, draws_to_datatree, run_kernel
+from pymc_tempering.driver import driver_result, run_kernel
+from pymc_tempering.results import constrained_draws, draws_to_datatree
 from pymc_tempering.kernels import Info, check_finite
-from pymc_tempering.sampling import DivergenceError
+from pymc_tempering.contract import DivergenceError
 
 CHAINS = 3
 

@@ -22,7 +22,7 @@ from targets import table_2_model, table_2_mog_u, table_2_quadrature, table_2_ri
 
 import pymc_tempering as pmt
 from pymc_tempering.dynamics.ergodic import fit_ergodic, gaussian_entropy
-from pymc_tempering.sampling import DivergenceError
+from pymc_tempering.contract import DivergenceError
 
 SIGMA = np.array([[2.0, 1.5], [1.5, 1.6]])  # section 3.3's target covariance
 P0 = pmt.Base.from_moments(np.zeros(2), 3.0 * np.eye(2))  # section 3.3's valid P_0

@@ -87,7 +87,7 @@ def test_same_seed_same_bits_with_a_cold_and_a_warm_compile_cache(tmp_path):
     first with an empty PyTensor compile cache and then with the cache that run filled. With
     PyTensor's fast-math flags (its default), the two runs differed from the mode search on:
     seed 5 gave log Z -279.92, reliable, on the cold run and -280.66, flagged, on the warm
-    one. :func:`pymc_tempering.sampling.reproducible` compiles without them."""
+    one. :func:`pymc_tempering.contract.reproducible` compiles without them."""
     from checks import seed
 
     env = dict(os.environ)

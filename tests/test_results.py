@@ -139,7 +139,7 @@ def test_seed_attrs_recorded_by_driver_result(target):
 
 def test_base_group_and_flat_draws_round_trip(target):
     x = np.random.default_rng(2).normal(size=(CHAINS, DRAWS, target.ndim))
-    from pymc_tempering.driver import draws_to_datatree
+    from pymc_tempering.results import draws_to_datatree
 
     result = build_result(
         draws_to_datatree(target, x, sample_stats={

@@ -20,7 +20,7 @@ from pymc_tempering.kernels import Info
 from pymc_tempering.dynamics.tact import sample_tact
 from pymc_tempering.kernels import thermostats
 from pymc_tempering.kernels.thermostats import TACTSettings, coupling
-from pymc_tempering.sampling import DivergenceError
+from pymc_tempering.contract import DivergenceError
 from pymc_tempering.target import Target
 
 

@@ -34,7 +34,7 @@ from pymc_tempering.kernels.ladder import (
     anneal_step,
     temperature_schedule,
 )
-from pymc_tempering.sampling import check_sampler_args, reproducible, split_seed
+from pymc_tempering.contract import check_sampler_args, reproducible, split_seed
 
 __all__ = ["sample_ais"]
 

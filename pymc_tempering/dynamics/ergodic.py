@@ -45,7 +45,7 @@ from pymc_tempering.base import (
 from pymc_tempering.driver import driver_result, run_kernel
 from pymc_tempering.kernels import ergodic as hei
 from pymc_tempering.kernels.ergodic import gaussian_entropy
-from pymc_tempering.sampling import (
+from pymc_tempering.contract import (
     DivergenceError,
     check_sampler_args,
     reproducible,

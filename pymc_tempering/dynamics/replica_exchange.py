@@ -28,11 +28,12 @@ import pytensor.tensor as pt
 import xarray as xr
 from pymc.model import modelcontext
 
-from pymc_tempering.driver import constrained_draws, driver_result, run_kernel
+from pymc_tempering.driver import driver_result, run_kernel
+from pymc_tempering.results import constrained_draws
 from pymc_tempering.kernels import exchange, thermostats
 from pymc_tempering.kernels.exchange import CORRECTION_SD, temperature_ladder
 from pymc_tempering.kernels.thermostats import TACTSettings
-from pymc_tempering.sampling import (
+from pymc_tempering.contract import (
     DivergenceError,
     check_sampler_args,
     reproducible,

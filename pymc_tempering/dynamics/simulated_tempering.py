@@ -31,7 +31,7 @@ from pymc_tempering.estimators import log_ratio_by_chain
 from pymc_tempering.kernels import hmc
 from pymc_tempering.kernels.ladder import ladder_log_conditional, ladder_step, temperature_schedule
 from pymc_tempering.results import INVERSE_TEMPERATURE
-from pymc_tempering.sampling import check_sampler_args, reproducible, split_seed
+from pymc_tempering.contract import check_sampler_args, reproducible, split_seed
 
 __all__ = ["sample_simulated_tempering"]
 

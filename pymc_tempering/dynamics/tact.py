@@ -21,7 +21,7 @@ from pymc.model import modelcontext
 from pymc_tempering.driver import driver_result, run_kernel
 from pymc_tempering.kernels import thermostats
 from pymc_tempering.kernels.thermostats import TACTSettings, coupling
-from pymc_tempering.sampling import (
+from pymc_tempering.contract import (
     DivergenceError,
     check_sampler_args,
     reproducible,

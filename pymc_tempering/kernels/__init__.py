@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pymc_tempering.sampling import DivergenceError
+from pymc_tempering.contract import DivergenceError
 
 __all__ = ["Info", "check_finite"]
 
@@ -38,6 +38,6 @@ class Info(NamedTuple):
 
 
 def check_finite(values, where: str, remedy: str) -> None:
-    """Raise :class:`~pymc_tempering.sampling.DivergenceError` unless every value is finite."""
+    """Raise :class:`~pymc_tempering.contract.DivergenceError` unless every value is finite."""
     if not all(np.all(np.isfinite(v)) for v in values):
         raise DivergenceError(f"{where} (non-finite position or energy); {remedy}.")

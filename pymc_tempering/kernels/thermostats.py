@@ -30,7 +30,7 @@ chain ``(n,)`` and the ABF bins ``(n, J)``. One step makes one call of the batch
 and gradient; the rest is a fixed number of numpy operations on whole arrays, and it returns an
 :class:`~pymc_tempering.driver.Info` (acceptance rate 1: there is no Metropolis test; the
 energy is ``U`` where the gradient was taken). A non-finite position or energy raises
-:class:`~pymc_tempering.sampling.DivergenceError`. The moves shared by the drivers are kernels
+:class:`~pymc_tempering.contract.DivergenceError`. The moves shared by the drivers are kernels
 too: :func:`refresh_momenta` (exact at every temperature) and :func:`jittered_positions`.
 Replica exchange reuses :func:`step` with ``tempering=False`` and a per-replica
 ``inverse_temperature`` array.
@@ -63,7 +63,7 @@ import numpy as np
 import scipy.linalg
 
 from pymc_tempering.kernels import Info, check_finite
-from pymc_tempering.sampling import DivergenceError, NonFiniteGradientError, warn
+from pymc_tempering.contract import DivergenceError, NonFiniteGradientError, warn
 
 __all__ = [
     "TACTSettings",
@@ -577,7 +577,7 @@ WINDOW_ENDS = (0.15, 0.3, 0.5, 0.75)
 def finite_gradient_guard(
     logp_and_grad: Callable, target, describe_row: Callable[[int], str], remedy: str
 ) -> Callable:
-    """``logp_and_grad`` that raises :class:`~pymc_tempering.sampling.NonFiniteGradientError`
+    """``logp_and_grad`` that raises :class:`~pymc_tempering.contract.NonFiniteGradientError`
     where a finite position has a finite log density but a non-finite gradient.
 
     Without it the next position is NaN and the warm-up halves its step again and again to no

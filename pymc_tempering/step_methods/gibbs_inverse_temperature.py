@@ -28,7 +28,7 @@ from pytensor.graph.replace import graph_replace
 
 from pymc_tempering.base import Base, prepare_base
 from pymc_tempering.results import INVERSE_TEMPERATURE
-from pymc_tempering.sampling import check_sampler_args, reproducible, pm_sample_kwargs, seed_attrs
+from pymc_tempering.contract import check_sampler_args, reproducible, pm_sample_kwargs, seed_attrs
 from pymc_tempering.transforms.continuous_tempering import (
     _check_extension_args,
     ct_result,

@@ -34,24 +34,23 @@ from pymc_tempering.base import (
     widen_base,
 )
 from pymc_tempering.diagnostics import MISSED_MASS_LIMIT, diagnose, missed_modes, precision_goal
-from pymc_tempering.driver import draws_to_datatree
 from pymc_tempering.estimators import ct_log_weights, kish_ess, log_marginal_likelihood_ct
 from pymc_tempering.results import (
     INVERSE_TEMPERATURE,
     TEMPERATURE_CONTROL,
     base_group,
     build_result,
+    draws_to_datatree,
 )
-from pymc_tempering.sampling import (
+from pymc_tempering.contract import (
     check_sampler_args,
     reproducible,
     pm_sample_kwargs,
     seed_attrs,
     split_seed,
     warn,
-    warn_problems,
-    warn_weighted_ess,
 )
+from pymc_tempering.report import warn_problems, warn_weighted_ess
 from pymc_tempering.target import Target
 
 __all__ = ["continuously_tempered_model", "sample_ct"]
@@ -173,7 +172,7 @@ def sample_ct(
     draws of the original model and its log marginal likelihood. Warns when
     :func:`~pymc_tempering.diagnose` finds a problem, and, as :func:`pymc.sample` does, when the
     weighted draws are worth fewer than 100 draws per chain for some entry
-    (:func:`~pymc_tempering.sampling.warn_weighted_ess`).
+    (:func:`~pymc_tempering.contract.warn_weighted_ess`).
 
     Parameters
     ----------

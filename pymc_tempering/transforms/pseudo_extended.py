@@ -46,14 +46,13 @@ from pymc_tempering.results import (
     TEMPERATURE_CONTROL,
     build_result,
 )
-from pymc_tempering.sampling import (
+from pymc_tempering.contract import (
     check_sampler_args,
     reproducible,
     pm_sample_kwargs,
     seed_attrs,
-    warn_problems,
-    warn_weighted_ess,
 )
+from pymc_tempering.report import warn_problems, warn_weighted_ess
 from pymc_tempering.target import Target
 
 __all__ = ["pseudo_extended_model", "sample_pe", "pe_log_weights", "DEFAULT_BETA_MIN"]

@@ -30,7 +30,6 @@ __all__ = [
     "split_seed",
     "seed_attrs",
     "warn",
-    "warn_problems",
     "pm_sample_kwargs",
     "reproducible",
 ]
@@ -95,43 +94,6 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 def warn(message: str, category: type[Warning] = UserWarning) -> None:
     """Warn at the first frame outside the package (the user's call), however deep the caller."""
     warnings.warn(message, category, skip_file_prefixes=(_PACKAGE_DIR,))
-
-
-def warn_problems(result) -> None:
-    """Run :func:`~pymc_tempering.diagnose` on a result and warn once per problem found."""
-    from pymc_tempering.diagnostics import diagnose  # diagnostics reads results: import late
-
-    for problem in diagnose(result).problems:
-        warn(problem)
-
-
-#: Effective draws per chain below which a weighted result warns, as ``pm.sample`` does.
-MIN_ESS_PER_CHAIN = 100
-
-
-def warn_weighted_ess(result, method: str) -> None:
-    """Warn, as ``pm.sample`` does for its ESS, when a weighted result's draws are worth fewer
-    than :data:`MIN_ESS_PER_CHAIN` independent draws per chain for some variable.
-
-    The count is ``ess_mean`` of :func:`~pymc_tempering.weighted_summary`, ``(sd /
-    mcse_mean)^2``, which sees the chains' autocorrelation where Kish's ESS of the weights does
-    not. It concerns the posterior summaries only, not the log marginal likelihood, whose own
-    standard error and checks (:func:`~pymc_tempering.diagnose`) stand apart.
-    """
-    from pymc_tempering.analysis import weighted_summary  # analysis reads results: import late
-
-    chains = result["posterior"].sizes["chain"]
-    ess = weighted_summary(result)["ess_mean"]
-    low = ess[ess < MIN_ESS_PER_CHAIN * chains]
-    if len(low):
-        warn(
-            f"{method}: the weighted draws are worth fewer than {MIN_ESS_PER_CHAIN} independent "
-            f"draws per chain for {len(low)} of {len(ess)} posterior entries (fewest: "
-            f"{low.idxmin()}, {low.min():.0f} for {chains} chains; ess_mean in "
-            "pmt.weighted_summary): their weighted means are within mcse_mean, and their sds "
-            "and intervals are about that imprecise. Run longer chains (draws) for posterior "
-            "summaries."
-        )
 
 
 def reproducible(method):

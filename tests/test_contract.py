@@ -1,4 +1,5 @@
-"""sampling.py: the contract's argument check, seeds, and warnings (no sampling)."""
+"""contract.py: the argument check, seeds and reproducible arithmetic; report.py's
+warn_problems (no sampling)."""
 
 import numpy as np
 import pytensor
@@ -6,15 +7,15 @@ import pytest
 import xarray as xr
 from xarray import DataTree
 
-from pymc_tempering.sampling import (
+from pymc_tempering.contract import (
     DivergenceError,
     check_sampler_args,
     reproducible,
     pm_sample_kwargs,
     seed_attrs,
     split_seed,
-    warn_problems,
 )
+from pymc_tempering.report import warn_problems
 
 
 def test_check_sampler_args_accepts_and_converts():
