@@ -222,3 +222,49 @@ def minibatch_regression(n: int, batch_size: int | None = None, seed: int = 3):
         s = pm.HalfNormal("s", 2)
         pm.Normal("y", a + b * x, s, observed=y, total_size=n if batch_size else None)
     return model
+
+
+def reference_logp(x, y):
+    """Hand-written log density of the normal_model fixture on (mu, log s), with the Jacobian."""
+    mu, log_s = x
+    s = np.exp(log_s)
+    return (
+        stats.norm.logpdf(mu, 0, 2)
+        + stats.halfnorm.logpdf(s, scale=1.5)
+        + log_s
+        + stats.norm.logpdf(y, mu, s).sum()
+    )
+
+
+def numeric_grad(f, x, h=1e-6):
+    x = np.asarray(x, dtype=float)
+    return np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(x.size)])
+
+
+def eight_schools_posterior_means() -> dict:
+    """``E[mu | y]`` and ``E[tau | y]`` of the eight schools by quadrature over ``tau``, with
+    ``mu`` and the school effects integrated out in closed form (``mu | tau, y`` is normal:
+    prior ``N(0, 25)``, ``y_j ~ N(mu, sigma_j^2 + tau^2)``)."""
+    from scipy import integrate
+
+    from pymc_tempering.datasets import (
+        EIGHT_SCHOOLS_SIGMA,
+        EIGHT_SCHOOLS_Y,
+        _eight_schools_log_given_tau,
+    )
+
+    def mu_given_tau(tau):
+        w = 1 / (EIGHT_SCHOOLS_SIGMA**2 + tau**2)
+        return np.sum(w * EIGHT_SCHOOLS_Y) / (1 / 25 + np.sum(w))
+
+    shift = -_eight_schools_log_given_tau(5.0)
+
+    def integral(f):  # over v uniform on (0, 1), tau = 5 tan(pi v / 2), the prior's quantile
+        def g(v):
+            tau = 5 * np.tan(0.5 * np.pi * v)
+            return f(tau) * np.exp(_eight_schools_log_given_tau(tau) + shift)
+
+        return integrate.quad(g, 0, 1, epsabs=0, epsrel=1e-10, limit=200)[0]
+
+    z = integral(lambda tau: 1.0)
+    return {"mu": integral(mu_given_tau) / z, "tau": integral(lambda tau: tau) / z}

@@ -16,7 +16,7 @@ from targets import (
     dirichlet_multinomial,
     hierarchical_linear_gaussian,
 )
-from test_target import numeric_grad, reference_logp
+from targets import numeric_grad, reference_logp
 
 import pymc_tempering as pmt
 from pymc_tempering.estimators import weighted_mean

@@ -618,7 +618,7 @@ def test_defaults_on_the_centred_eight_schools_fall_back_to_advi():
     ``sample()``'s draws within K MCSE of the quadrature value. (``tau``'s draws are heavy
     tailed and a few transitions diverge at the neck, which the run reports: measured at
     seed 1, ``E[tau]`` 3.76 against 3.60 with 6 divergences of 4000, warned.)"""
-    from test_pseudo_extended import eight_schools_posterior_means
+    from targets import eight_schools_posterior_means
 
     from pymc_tempering.datasets import eight_schools_model
 
@@ -641,7 +641,7 @@ def test_defaults_on_the_non_centred_eight_schools_start_from_advi():
     that the continuous-tempering base uses (``base._laplace_mixture``), so ``initial="auto"``
     now starts from the ADVI mixture base's fits. ``E[mu]`` and ``E[tau]`` of ``sample()``'s
     draws that are not stuck within K MCSE of the quadrature values."""
-    from test_pseudo_extended import eight_schools_posterior_means
+    from targets import eight_schools_posterior_means
 
     from pymc_tempering.datasets import eight_schools_model
 

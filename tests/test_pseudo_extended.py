@@ -12,7 +12,7 @@ from conftest import model_fingerprint
 from scipy import stats
 from scipy.special import log_expit, logsumexp
 from targets import conjugate_normal, four_mode_mixture
-from test_target import reference_logp
+from targets import eight_schools_posterior_means, reference_logp
 
 import pymc_tempering as pmt
 from pymc_tempering.datasets import kou_mixture_model, kou_mixture_moments
@@ -404,35 +404,6 @@ def test_mixture_base_proposal_gives_the_evidence_of_four_modes():
     lml = pmt.log_marginal_likelihood(idata)
     assert 0 < lml.standard_error < 0.1
     assert_within_se(lml.estimate, 0.0, lml.standard_error, what="log Z")
-
-
-def eight_schools_posterior_means() -> dict:
-    """``E[mu | y]`` and ``E[tau | y]`` of the eight schools by quadrature over ``tau``, with
-    ``mu`` and the school effects integrated out in closed form (``mu | tau, y`` is normal:
-    prior ``N(0, 25)``, ``y_j ~ N(mu, sigma_j^2 + tau^2)``)."""
-    from scipy import integrate
-
-    from pymc_tempering.datasets import (
-        EIGHT_SCHOOLS_SIGMA,
-        EIGHT_SCHOOLS_Y,
-        _eight_schools_log_given_tau,
-    )
-
-    def mu_given_tau(tau):
-        w = 1 / (EIGHT_SCHOOLS_SIGMA**2 + tau**2)
-        return np.sum(w * EIGHT_SCHOOLS_Y) / (1 / 25 + np.sum(w))
-
-    shift = -_eight_schools_log_given_tau(5.0)
-
-    def integral(f):  # over v uniform on (0, 1), tau = 5 tan(pi v / 2), the prior's quantile
-        def g(v):
-            tau = 5 * np.tan(0.5 * np.pi * v)
-            return f(tau) * np.exp(_eight_schools_log_given_tau(tau) + shift)
-
-        return integrate.quad(g, 0, 1, epsabs=0, epsrel=1e-10, limit=200)[0]
-
-    z = integral(lambda tau: 1.0)
-    return {"mu": integral(mu_given_tau) / z, "tau": integral(lambda tau: tau) / z}
 
 
 def test_non_centred_eight_schools_at_the_defaults():

@@ -5,26 +5,9 @@ import pytensor.graph.traversal
 import pytensor.tensor
 import pytest
 from conftest import model_fingerprint
-from scipy import stats
+from targets import numeric_grad, reference_logp
 
 import pymc_tempering as pmt
-
-
-def reference_logp(x, y):
-    """Hand-written log density of the normal_model fixture on (mu, log s), with the Jacobian."""
-    mu, log_s = x
-    s = np.exp(log_s)
-    return (
-        stats.norm.logpdf(mu, 0, 2)
-        + stats.halfnorm.logpdf(s, scale=1.5)
-        + log_s
-        + stats.norm.logpdf(y, mu, s).sum()
-    )
-
-
-def numeric_grad(f, x, h=1e-6):
-    x = np.asarray(x, dtype=float)
-    return np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(x.size)])
 
 
 def test_logp_grad_and_map_back(normal_model):
