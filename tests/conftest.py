@@ -30,7 +30,7 @@ HEAVIEST_FILES = (
     "test_replica_exchange.py",
     "test_funnel.py",
     "test_datasets.py",
-    "test_gibbs_ct.py",
+    "test_gibbs_inverse_temperature.py",
     "test_tact_minibatch.py",
 )
 
