@@ -10,7 +10,7 @@ from scipy import integrate, stats
 from targets import conjugate_normal, hierarchical_linear_gaussian
 
 import pymc_tempering as pmt
-from pymc_tempering.estimators import _log_abs_expm1
+from pymc_tempering.estimators import log_abs_expm1
 from pymc_tempering.step_methods.gibbs_inverse_temperature import (
     truncated_exponential_inverse_cdf,
 )
@@ -24,7 +24,7 @@ def exact_cdf(beta, delta):
         return np.expm1(-beta * delta) / np.expm1(-delta)
     # (e^{D(1-b)} - e^{D}) / (1 - e^{D}) = e^{D} expm1(-D b) / -expm1(D) for D < 0, in logs
     with np.errstate(divide="ignore"):
-        return np.exp(delta + _log_abs_expm1(-delta * beta) - _log_abs_expm1(delta))
+        return np.exp(delta + log_abs_expm1(-delta * beta) - log_abs_expm1(delta))
 
 
 # ----------------------------------------------------------------- the conditional sampler (exact)
