@@ -374,10 +374,8 @@ def weighted_summary(
         ESS of :mod:`pymc_tempering.estimators`), ``ess_mean`` (``(sd / mcse_mean)^2``: how
         many independent posterior draws the weighted mean is worth, as ArviZ's ``ess_mean``)
         and ``ess_weights`` (Kish's effective sample size of the weights, the same for every
-        row; also in ``DataFrame.attrs``). Kish's count ignores the chains' autocorrelation:
-        on the alpha-non-centred radon model ``sample_ct`` at its defaults gave an
-        ``ess_weights`` of 876 and an ``ess_mean`` of 29 for ``mu_beta``, whose weighted sd
-        came out 1.5 times NUTS's. The sd and the interval are then as imprecise as
+        row; also in ``DataFrame.attrs``). Kish's count ignores the chains' autocorrelation,
+        so it can be many times ``ess_mean``; the sd and the interval are then as imprecise as
         ``ess_mean`` says, with no standard error of their own: read ``ess_mean``.
     """
     if not 0 < prob < 1:
