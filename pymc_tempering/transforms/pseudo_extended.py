@@ -202,17 +202,17 @@ def pseudo_extended_model(
         :class:`~pymc_tempering.Base` or :class:`~pymc_tempering.MixtureBase`: a normalised
         proposal on the flat unconstrained space, eq. (4); then the evidence is identified
         (:func:`sample_pe`). ``fit_base(model, "mixture")`` gives the mixture of the modes its
-        fits found (on the four-mode test mixture: log Z 0.004 +- 0.006 against 0).
+        fits found.
     beta_min : float
         Lower bound of the inverse temperatures (tempered proposal only), in ``[0, 1)``.
         For a ``d``-dimensional target with Gaussian tails, ``int gamma^beta dx`` grows like
         ``beta^(-d/2)``, so with ``beta_min = 0`` the extended target is improper for
         ``d >= 2`` and the sampler drifts to ``beta -> 0``, ``|x| -> inf``. The default
         ``0.001`` keeps it proper with ``gamma^beta`` up to ~30 times wider than ``gamma``
-        (a Gaussian's scale grows like ``beta^(-1/2)``). On the 20-mode mixture of section
-        4.1, ``0.1`` leaves modes unvisited and ``0.01`` mixes several times slower than
-        ``0.001``. In many dimensions the proposal's marginal ``q(beta) ∝ beta^(-d/2)``
-        piles the diffuse pseudo-samples up at ``beta_min``: raise it there.
+        (a Gaussian's scale grows like ``beta^(-1/2)``); on the mixtures of section 4.1 a
+        larger one mixes slower between the modes, or leaves some unvisited. In many
+        dimensions the proposal's marginal ``q(beta) ∝ beta^(-d/2)`` piles the diffuse
+        pseudo-samples up at ``beta_min``: raise it there.
     tempering : {"auto", "likelihood", "posterior"}
         What the tempered proposal raises to the power ``beta``. ``"posterior"``: the whole
         density, ``gamma_beta = gamma^beta`` (the paper's section 3.3). ``"likelihood"``: the
@@ -221,10 +221,10 @@ def pseudo_extended_model(
         or potentials, and ``beta`` near 0 then gives the prior rather than an ever flatter
         density. ``"auto"`` (default): ``"likelihood"`` where the model allows it, else
         ``"posterior"`` (a ``pm.Flat`` with a potential, a prior-only mixture). Tempering
-        the whole density flattens the prior's tails too: on the non-centred eight schools
-        the diffuse pseudo-samples went out to scales ``tau`` whose likelihood is stiff beyond
-        any one step size, and 2262 and 2929 of 4000 transitions diverged at the defaults
-        (seeds 2 and 1), none with the likelihood tempered. Ignored by a Base proposal.
+        the whole density flattens the prior's tails too: on a hierarchical model (the
+        non-centred eight schools) the diffuse pseudo-samples go out to group scales whose
+        likelihood is stiff beyond any one step size, and most transitions diverge, none with
+        the likelihood tempered. Ignored by a Base proposal.
 
     Returns
     -------
@@ -372,8 +372,7 @@ def sample_pe(
         Passed to :func:`pymc.sample`. ``target_accept`` defaults to 0.9 here: the
         pseudo-samples swap between target-like (``beta`` near 1) and diffuse (``beta`` near
         ``beta_min``) roles, so no single step size fits both, and the smaller step size of a
-        higher acceptance target avoids divergences at the narrow end (none on the mixtures
-        of section 4.1 with 0.9).
+        higher acceptance target avoids divergences at the narrow end.
 
     Returns
     -------
