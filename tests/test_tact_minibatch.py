@@ -14,7 +14,7 @@ from arviz_stats.base import array_stats
 from checks import K, assert_within_se
 
 from pymc_tempering.dynamics.tact import sample_tact
-from pymc_tempering.kernels import thermostats
+from pymc_tempering import adaptation
 from pymc_tempering.target import Target
 
 
@@ -139,7 +139,7 @@ def _shared_noise_model(n=10_000, batch_size=None):
 
 
 def test_noise_rotation_turns_to_the_direction_of_the_noise(seed):
-    """``thermostats.noise_rotation``, the mechanism of the slow test below, in a second: on
+    """``adaptation.noise_rotation``, the mechanism of the slow test below, in a second: on
     the model whose minibatch gradient noise lies along ``t_1 + t_2`` (a covariance of rank
     one, whatever the minibatches drawn), the turn's last column (the largest eigenvalue) is
     that direction to rounding, and in the turned coordinates the noise of a fresh measurement
@@ -148,14 +148,14 @@ def test_noise_rotation_turns_to_the_direction_of_the_noise(seed):
         random_seed=seed(7)
     )
     x = np.zeros((4, 2))
-    q = thermostats.noise_rotation(noisy, x)
+    q = adaptation.noise_rotation(noisy, x)
     assert q is not None and np.allclose(q.T @ q, np.eye(2))
     assert abs(q[:, -1] @ np.array([1.0, 1.0]) / np.sqrt(2)) > 1 - 1e-9
-    cov, _ = thermostats.gradient_noise(noisy, x, n_pairs=50, covariance=True)
+    cov, _ = adaptation.gradient_noise(noisy, x, n_pairs=50, covariance=True)
     turned = q.T @ cov @ q
     assert abs(turned[0, 1]) <= 1e-9 * turned[1, 1] and turned[1, 1] > 0
     exact = Target(_shared_noise_model()).batched_logp_and_grad()
-    assert thermostats.noise_rotation(exact, x) is None
+    assert adaptation.noise_rotation(exact, x) is None
 
 
 @pytest.mark.slow  # 71 s of the default run (2026-11-27); its mechanism is tested above
@@ -167,7 +167,7 @@ def test_noise_shared_between_coordinates_is_absorbed_in_its_own_direction(seed)
     is not the noise along the posterior's directions: the difference ran cold (sds 0.94, 0.98,
     0.96 and 0.77 times the truth at ``PMT_TEST_SEED`` 0 to 3; the test fails at three of the
     four). The warm-up now turns the basis so that the measured noise is uncorrelated in it
-    (``thermostats.noise_rotation``): the difference at 0.989 to 1.001, the sum at 0.977 to
+    (``adaptation.noise_rotation``): the difference at 0.989 to 1.001, the sum at 0.977 to
     0.999, each with a Monte Carlo error of 0.005 to 0.009. Tolerance: 2% (the Euler step's
     bias at ``eta x curvature = 0.01``, under 0.5% by the discrete Lyapunov equation) plus
     ``K`` Monte Carlo standard errors of each ratio, from the ESS of the squared deviations."""

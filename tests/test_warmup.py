@@ -34,6 +34,7 @@ from arviz_stats.base import array_stats
 from checks import K, assert_within_se, mcse_of_mean, seed
 
 import pymc_tempering as pmt
+from pymc_tempering import adaptation
 from pymc_tempering.kernels import thermostats
 
 BATCH = 200
@@ -237,26 +238,26 @@ def test_blow_ups_are_undone_in_the_warm_up_and_dropped_as_divergences_after_it(
     scale = np.full((3, 2), 4.0)
     err = pmt.DivergenceError("diverged at step 7")
     phase = {"warm": True, "blowups": 0, "divergences": 0}
-    new, new_scale = thermostats.recover_blowup(err, phase, state, settings, scale, rng,
+    new, new_scale = adaptation.recover_blowup(err, phase, state, settings, scale, rng,
                                                 tempering=False)
     np.testing.assert_allclose(new_scale, 2.0)
     np.testing.assert_allclose(new.theta * new_scale, state.theta * scale)  # the same position
     assert phase["blowups"] == 1 and phase["divergences"] == 0
     with pytest.raises(pmt.NonFiniteGradientError):
-        thermostats.recover_blowup(pmt.NonFiniteGradientError("nan"), phase, state, settings,
+        adaptation.recover_blowup(pmt.NonFiniteGradientError("nan"), phase, state, settings,
                                    scale, rng, tempering=False)
-    phase["blowups"] = thermostats.MAX_WARMUP_BLOWUPS
+    phase["blowups"] = adaptation.MAX_WARMUP_BLOWUPS
     with pytest.raises(pmt.DivergenceError, match="halved the step"):
-        thermostats.recover_blowup(err, phase, state, settings, scale, rng, tempering=False)
+        adaptation.recover_blowup(err, phase, state, settings, scale, rng, tempering=False)
     phase.update(warm=False, blowups=1)
     for error in (err, pmt.NonFiniteGradientError("nan")):
-        new, new_scale = thermostats.recover_blowup(error, phase, state, settings, scale, rng,
+        new, new_scale = adaptation.recover_blowup(error, phase, state, settings, scale, rng,
                                                     tempering=False)
         assert new_scale is scale and np.array_equal(new.theta, state.theta)
         assert not np.array_equal(new.r_theta, state.r_theta)  # fresh momenta
     assert phase["divergences"] == 2 and phase["blowups"] == 1
     with pytest.raises(pmt.DivergenceError):
-        thermostats.recover_blowup(err, None, state, settings, scale, rng, tempering=False)
+        adaptation.recover_blowup(err, None, state, settings, scale, rng, tempering=False)
 
 
 def test_kicks_are_tamed_only_beyond_max_kick():
@@ -299,14 +300,14 @@ def test_a_kick_beyond_the_bound_in_the_warm_up_halves_that_chains_preconditione
     np.testing.assert_array_equal(caught.value.rows, [False, True, False])
     phase = {"warm": True, "blowups": 0}
     scale = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
-    back, new_scale = thermostats.recover_blowup(
+    back, new_scale = adaptation.recover_blowup(
         caught.value, phase, state, settings, scale, np.random.default_rng(3), tempering=False
     )
     np.testing.assert_array_equal(new_scale, [[1.0, 2.0], [1.5, 2.0], [5.0, 6.0]])
     np.testing.assert_array_equal(back.theta * new_scale, state.theta * scale)  # same positions
     assert phase["kicks"] == 1 and phase["blowups"] == 0
     # a shared preconditioner (one row for every chain) is halved for all
-    _, shared = thermostats.recover_blowup(
+    _, shared = adaptation.recover_blowup(
         caught.value, phase, state, settings, scale[:1], np.random.default_rng(3),
         tempering=False,
     )
@@ -314,7 +315,7 @@ def test_a_kick_beyond_the_bound_in_the_warm_up_halves_that_chains_preconditione
     assert phase["kicks"] == 2
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # counted (attrs["warmup_kicks_undone"]), not warned
-        thermostats.warn_blowups("Replica exchange", phase)
+        adaptation.warn_blowups("Replica exchange", phase)
 
 
 def test_chains_left_in_different_modes_warn_as_pm_sample_does():
@@ -440,7 +441,7 @@ def test_a_correlated_posterior_gets_its_width_from_a_dense_preconditioner(metho
     -0.99. With a diagonal preconditioner the step along the ridge is bounded by its narrow
     direction, and TACT-HMC's sds came out 0.53 to 0.75 of the truth on this model with a noise
     scale (``benchmarks/minibatch_regression.py``); from the second warm-up window the warm-up
-    now decorrelates the coordinates (``thermostats.decorrelating_basis``). Each coefficient's
+    now decorrelates the coordinates (``adaptation.decorrelating_basis``). Each coefficient's
     sd within 10% of the exact one (the Euler step's own bias, a few percent) plus ``K`` Monte
     Carlo standard errors of the ratio, and its mean within a quarter of it plus ``K`` MCSE."""
     n, sigma = 3000, 0.5
@@ -545,9 +546,9 @@ def test_tempering_step_cap_holds_the_kicks_of_xi_to_their_budget():
     xi = np.linspace(0.0, 1.0, 100_001)
     lam, dlam = thermostats.coupling(xi, settings)
     for d in (1, 7, 8, 89, 1000):
-        eta = thermostats.tempering_step_cap(settings, d)
+        eta = adaptation.tempering_step_cap(settings, d)
         kick = eta * np.max(np.abs(dlam) / lam) * np.sqrt(max(d, 1) / 2)
-        assert kick / np.sqrt(eta) == pytest.approx(thermostats.XI_KICK_BUDGET, rel=1e-3)
+        assert kick / np.sqrt(eta) == pytest.approx(adaptation.XI_KICK_BUDGET, rel=1e-3)
         assert (eta > 0.001) == (d < 8)
-        assert thermostats.tempering_step_size(0.0, cap=eta) == min(0.001, eta)
-    assert thermostats.tempering_step_cap(settings._replace(tempering=False), 89) == np.inf
+        assert adaptation.tempering_step_size(0.0, cap=eta) == min(0.001, eta)
+    assert adaptation.tempering_step_cap(settings._replace(tempering=False), 89) == np.inf

@@ -28,6 +28,7 @@ import pytensor.tensor as pt
 import xarray as xr
 from pymc.model import modelcontext
 
+from pymc_tempering import adaptation
 from pymc_tempering.driver import driver_result, run_kernel
 from pymc_tempering.results import constrained_draws
 from pymc_tempering.kernels import exchange, thermostats
@@ -171,7 +172,7 @@ class _Loop(NamedTuple):
     n_steps: int
     scale: np.ndarray
     n_batches: np.ndarray
-    basis: thermostats.Basis | None = None
+    basis: adaptation.Basis | None = None
 
 
 class _Plan(NamedTuple):
@@ -203,7 +204,7 @@ def _iteration(plan: _Plan, phase=None):
     ``exchange_every`` steps (counted from the start), then the momentum refresh.
 
     With the ``"auto"`` warm-up (``phase`` a dict), a blow-up is undone
-    (:func:`~pymc_tempering.kernels.thermostats.recover_blowup`): the iteration's start is
+    (:func:`~pymc_tempering.adaptation.blowup.recover_blowup`): the iteration's start is
     kept; during the warm-up the preconditioner is halved (the steps with it), after it the
     iteration is a divergent draw (the ladder's chains stay where they were).
     """
@@ -219,7 +220,7 @@ def _iteration(plan: _Plan, phase=None):
 
     def iterate(loop: _Loop, settings: TACTSettings, rng: np.random.Generator):
         state, ex, n_steps, scale, n_batches, basis = loop
-        evaluate = thermostats.whitened(logp_and_grad, scale, basis)
+        evaluate = adaptation.whitened(logp_and_grad, scale, basis)
         tamed = np.zeros(state.theta.shape[0], dtype=bool)
         try:
             for k in range(plan.steps_per_sample):
@@ -232,7 +233,7 @@ def _iteration(plan: _Plan, phase=None):
                 )
                 tamed |= info.diverging
                 if n_steps % plan.exchange_every == 0:
-                    theta = thermostats.in_model_units(state.theta, scale, basis).reshape(
+                    theta = adaptation.in_model_units(state.theta, scale, basis).reshape(
                         plan.chains, n_rep, -1
                     )
                     ex, swapped = exchange.step(
@@ -241,16 +242,16 @@ def _iteration(plan: _Plan, phase=None):
                         exact_energies=plan.exact_energies,
                     )
                     if swapped is not theta:  # positions swap; each keeps its replica's units
-                        state = state._replace(theta=thermostats.in_dynamics_units(
+                        state = state._replace(theta=adaptation.in_dynamics_units(
                             swapped.reshape(state.theta.shape), scale, basis
                         ))
         except DivergenceError as err:
-            state, scale = thermostats.recover_blowup(
+            state, scale = adaptation.recover_blowup(
                 err, phase, loop.dynamics, settings, scale, rng, tempering=False
             )
             return (
                 _Loop(state, loop.exchange, n_steps, scale, n_batches, basis),
-                thermostats.dropped_info(logp_and_grad, state, scale, basis),
+                adaptation.dropped_info(logp_and_grad, state, scale, basis),
             )
         if plan.resample_momenta:
             state = thermostats.refresh_momenta(state, settings, rng, tempering=False)
@@ -276,14 +277,14 @@ def _replica_scales(plan: _Plan, base: np.ndarray, theta: np.ndarray, eta: float
     """Every replica's preconditioner ``(chains * R, D)``.
 
     At the start (``olds`` None), replica ``j`` gets the curvature scale of its tempered
-    density (:func:`~pymc_tempering.kernels.thermostats.curvature_scale`) at ``base (D,)``,
+    density (:func:`~pymc_tempering.adaptation.step_size.curvature_scale`) at ``base (D,)``,
     the model's initial point, capped by the gradient noise measured at its starting points.
     At the end of a warm-up window it gets,
     as the ``T = 1`` replica does in TACT-HMC, the within-chain spread of its own positions
     over the window (``sds[j]``, swapped-in positions included: the tempered density's
-    spread; :func:`~pymc_tempering.kernels.thermostats.adapted_scale`), capped by the
+    spread; :func:`~pymc_tempering.adaptation.step_size.adapted_scale`), capped by the
     stability limits of its tempered density (:func:`likelihood_tempered`) measured where its
-    chains are (:func:`~pymc_tempering.kernels.thermostats.stability_cap` with that density's
+    chains are (:func:`~pymc_tempering.adaptation.step_size.stability_cap` with that density's
     curvature and gradient noise). ``theta (chains, R, D)`` are the replicas' positions in the
     coordinates ``v`` of ``basis`` (the model's without one), ``olds[j]`` replica ``j``'s
     current scale in them.
@@ -292,14 +293,14 @@ def _replica_scales(plan: _Plan, base: np.ndarray, theta: np.ndarray, eta: float
     out = np.empty((n_rep, theta.shape[-1]))
     for j, beta in enumerate(plan.betas):
         rows = theta[:, j]
-        tempered = thermostats.whitened(plan.tempered(beta), 1.0, basis)
-        grad_var, _ = thermostats.gradient_noise(tempered, rows)
+        tempered = adaptation.whitened(plan.tempered(beta), 1.0, basis)
+        grad_var, _ = adaptation.gradient_noise(tempered, rows)
         if olds is None:
-            width = thermostats.curvature_scale(tempered, base)
-            out[j] = np.fmin(width, thermostats.stability_cap(0.0, grad_var, eta))
+            width = adaptation.curvature_scale(tempered, base)
+            out[j] = np.fmin(width, adaptation.stability_cap(0.0, grad_var, eta))
             continue
-        curvature = thermostats.curvature_at(tempered, rows, olds[j])
-        out[j] = thermostats.adapted_scale(sds[j], olds[j], curvature, grad_var, eta)
+        curvature = adaptation.curvature_at(tempered, rows, olds[j])
+        out[j] = adaptation.adapted_scale(sds[j], olds[j], curvature, grad_var, eta)
         with np.errstate(divide="ignore"):  # the local width's cap (LOCAL_WIDTHS)
             out[j] = np.fmin(out[j], LOCAL_WIDTHS / np.sqrt(curvature))
     return np.tile(out, (plan.chains, 1))
@@ -310,21 +311,21 @@ def _warmup(plan: _Plan, tune: int, rng: np.random.Generator, phase, max_batches
     replica's preconditioner from it).
 
     After every warm-up iteration the positions of each ladder's ``T = 1`` replica are added to
-    running sums; at the ends of the windows :data:`~pymc_tempering.kernels.thermostats.
+    running sums; at the ends of the windows :data:`~pymc_tempering.adaptation.windows.
     WINDOW_ENDS` the ``T = 1`` scale becomes their within-chain standard deviation, capped by
     the stability limits (curvature and minibatch gradient noise) measured at those replicas,
     and every replica moves to its own scale (:func:`_replica_scales`). From the second window
-    on, a model of at most :data:`~pymc_tempering.kernels.thermostats.DENSE_MAX_DIM`
+    on, a model of at most :data:`~pymc_tempering.adaptation.windows.DENSE_MAX_DIM`
     coordinates (``phase["dense"]``) first changes the coordinates of every replica to those
     that decorrelate the ``T = 1`` replica's positions
-    (:func:`~pymc_tempering.kernels.thermostats.decorrelating_basis`, as in TACT-HMC), and
+    (:func:`~pymc_tempering.adaptation.windows.decorrelating_basis`, as in TACT-HMC), and
     every replica's scale is estimated in them. With the corrected
     test, the minibatches averaged per pair become what brings the window's mean noise to
     :data:`~pymc_tempering.kernels.exchange.TARGET_NOISE_SD`
     (:func:`~pymc_tempering.kernels.exchange.batches_for_noise`, at most ``max_batches``).
     ``phase["warm"]`` turns False after the last warm-up iteration.
     """
-    ends = thermostats.window_ends(tune)
+    ends = adaptation.window_ends(tune)
     first = min(ends, default=-1)
     n_rep = plan.betas.size
 
@@ -333,14 +334,14 @@ def _warmup(plan: _Plan, tune: int, rng: np.random.Generator, phase, max_batches
         v = (state.theta * scale).reshape(plan.chains, n_rep, -1)
         if phase["spread"] is None:
             phase["spread"] = [
-                thermostats.spread_empty(*v[:, 0].shape, dense=phase["dense"])
+                adaptation.spread_empty(*v[:, 0].shape, dense=phase["dense"])
             ] * n_rep
         every = np.ones(plan.chains, bool)
         phase["spread"] = [
-            thermostats.spread_add(sp, v[:, j], every) for j, sp in enumerate(phase["spread"])
+            adaptation.spread_add(sp, v[:, j], every) for j, sp in enumerate(phase["spread"])
         ]
         if it in ends:
-            sds, olds, basis, w_inv = thermostats.window_basis(
+            sds, olds, basis, w_inv = adaptation.window_basis(
                 phase["spread"], list(scale.reshape(plan.chains, n_rep, -1)[0]), basis,
                 it != first, (plan.tempered(1.0), v[:, 0]),  # the noise at the T = 1 replicas
             )
@@ -350,7 +351,7 @@ def _warmup(plan: _Plan, tune: int, rng: np.random.Generator, phase, max_batches
             new_scale = _replica_scales(
                 plan, None, v, settings.eta_theta, olds, sds, basis
             )
-            state = thermostats.rescale(
+            state = adaptation.rescale(
                 state, settings, scale, new_scale, rng, tempering=False, w_inv=w_inv
             )
             if plan.corrected and n_rep > 1:
@@ -363,14 +364,14 @@ def _warmup(plan: _Plan, tune: int, rng: np.random.Generator, phase, max_batches
             loop = _Loop(state, ex, n_steps, new_scale, n_batches, basis)
         if it == tune - 1:
             phase["warm"] = False
-        return loop, thermostats.warmup_kick_bound(settings, it, first, tune)
+        return loop, adaptation.warmup_kick_bound(settings, it, first, tune)
 
     return warmup
 
 
 def _record(chains: int, n_rep: int):
     def record(loop: _Loop, info) -> dict:
-        theta = thermostats.in_model_units(loop.dynamics.theta, loop.scale, loop.basis)
+        theta = adaptation.in_model_units(loop.dynamics.theta, loop.scale, loop.basis)
         return {
             "x": theta.reshape(chains, n_rep, theta.shape[-1]),
             "energy": info.energy.reshape(chains, n_rep),
@@ -738,7 +739,7 @@ def sample_replica_exchange(
     corrected = _use_corrected(target, minibatch)
     n_rep = ladder.size
     settings = TACTSettings(
-        eta_theta=thermostats.AUTO_STEP_SIZE if auto else float(step_size), eta_xi=1.0, c_theta=float(noise), c_xi=0.0,
+        eta_theta=adaptation.AUTO_STEP_SIZE if auto else float(step_size), eta_xi=1.0, c_theta=float(noise), c_xi=0.0,
         gamma_theta=float(thermal_inertia), gamma_xi=1.0, thermostat=thermostat_on,
         tempering=False,  # each replica's density is its own (plan.tempered), not U / T
         per_coordinate=per_coordinate,
@@ -751,13 +752,13 @@ def sample_replica_exchange(
     scale = np.ones((chains * n_rep, target.ndim))
     if auto:
         point = target.ravel(target.model.initial_point())
-        _, start = thermostats.start_preconditioner(
+        _, start = adaptation.start_preconditioner(
             plan.logp_and_grad, point, jitter, shape, np.random.default_rng(seeds[0]),
             initial_points, noise_cap=False,
         )
         start = _initial_points(target, start, jitter, shape, seeds[0])
         scale = _replica_scales(
-            plan, point, start.reshape(shape), thermostats.AUTO_STEP_SIZE, None
+            plan, point, start.reshape(shape), adaptation.AUTO_STEP_SIZE, None
         )
     else:
         start = _initial_points(target, initial_points, jitter, shape, seeds[0])
@@ -765,10 +766,10 @@ def sample_replica_exchange(
     if auto:
         phase = {"warm": tune > 0, "blowups": 0, "divergences": 0, "spread": None,
                  "attempted": 0, "noise_sq": 0.0,
-                 "dense": 2 <= target.ndim <= thermostats.DENSE_MAX_DIM}
+                 "dense": 2 <= target.ndim <= adaptation.DENSE_MAX_DIM}
         # see TACTSettings.max_friction and max_kick (from the end of the warm-up)
         settings = settings._replace(
-            max_friction=1.0, max_kick=np.inf if tune > 0 else thermostats.MAX_KICK
+            max_friction=1.0, max_kick=np.inf if tune > 0 else adaptation.MAX_KICK
         )
     warmup_rng = np.random.default_rng(rng.integers(2**63)) if auto else None
     # until the first warm-up window sizes the test, every pair takes exact energies if it can
@@ -788,7 +789,7 @@ def sample_replica_exchange(
         description=f"Replica exchange ({n_rep} replicas, {label} test)",
     )
     blowups = phase["blowups"] if auto else 0
-    thermostats.warn_blowups("Replica exchange", phase)
+    adaptation.warn_blowups("Replica exchange", phase)
     attrs = {
         "n_replicas": int(n_rep), "max_temperature": float(ladder[-1]),
         "exchange_every": steps[1], "correction_sd": CORRECTION_SD,

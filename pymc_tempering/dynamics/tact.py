@@ -18,6 +18,7 @@ import pymc as pm
 import xarray as xr
 from pymc.model import modelcontext
 
+from pymc_tempering import adaptation
 from pymc_tempering.driver import driver_result, run_kernel
 from pymc_tempering.kernels import thermostats
 from pymc_tempering.kernels.thermostats import TACTSettings, coupling
@@ -60,7 +61,7 @@ class _Loop(NamedTuple):
     dynamics: thermostats.TACTState
     n_steps: int
     scale: np.ndarray
-    basis: thermostats.Basis | None = None
+    basis: adaptation.Basis | None = None
 
 
 class _Info(NamedTuple):
@@ -92,14 +93,14 @@ def _iteration(logp_and_grad, steps_per_sample: int, resample_momenta: bool, cal
     """One loop iteration: ``steps_per_sample`` kernel steps, then the momentum refresh.
 
     With the ``"auto"`` warm-up (``phase`` a dict), a blow-up is undone
-    (:func:`~pymc_tempering.kernels.thermostats.recover_blowup`): the iteration's start is
+    (:func:`~pymc_tempering.adaptation.blowup.recover_blowup`): the iteration's start is
     kept; during the warm-up the preconditioner is halved (the steps with it), after it the
     iteration is a divergent draw (the chains stay where they were).
     """
 
     def iterate(loop: _Loop, settings: TACTSettings, rng: np.random.Generator):
         state, n_steps, scale, basis = loop
-        evaluate = thermostats.whitened(logp_and_grad, scale, basis)
+        evaluate = adaptation.whitened(logp_and_grad, scale, basis)
         tamed = np.zeros(state.theta.shape[0], dtype=bool)
         try:
             for k in range(steps_per_sample):
@@ -114,10 +115,10 @@ def _iteration(logp_and_grad, steps_per_sample: int, resample_momenta: bool, cal
                 )
                 tamed |= info.diverging
         except DivergenceError as err:
-            state, scale = thermostats.recover_blowup(
+            state, scale = adaptation.recover_blowup(
                 err, phase, loop.dynamics, settings, scale, rng, tempering=settings.tempering
             )
-            info = thermostats.dropped_info(logp_and_grad, state, scale, basis)
+            info = adaptation.dropped_info(logp_and_grad, state, scale, basis)
             kinetic = thermostats.kinetic_temperature(state, settings)
             return _Loop(state, n_steps, scale, basis), _Info(*info, kinetic)
         kinetic = thermostats.kinetic_temperature(state, settings)
@@ -133,54 +134,54 @@ def _warmup(logp_and_grad, tune: int, adapt_tempering: bool, rng: np.random.Gene
     """The ``step_size="auto"`` warm-up: a preconditioner re-estimated per window.
 
     After every warm-up iteration the positions of the chains at unit temperature are added to
-    running sums. At the ends of the windows :data:`~pymc_tempering.kernels.thermostats.
+    running sums. At the ends of the windows :data:`~pymc_tempering.adaptation.windows.
     WINDOW_ENDS` the scale becomes their within-chain standard deviation, capped by the
     stability limits measured where the chains are (curvature and minibatch gradient noise,
-    :func:`~pymc_tempering.kernels.thermostats.adapted_scale`); the chains move to it
-    (:func:`~pymc_tempering.kernels.thermostats.rescale`) and the tempering step is re-set from
+    :func:`~pymc_tempering.adaptation.step_size.adapted_scale`); the chains move to it
+    (:func:`~pymc_tempering.adaptation.coordinates.rescale`) and the tempering step is re-set from
     the energy noise. From the second window on, a model of at most
-    :data:`~pymc_tempering.kernels.thermostats.DENSE_MAX_DIM` coordinates (``phase["dense"]``)
+    :data:`~pymc_tempering.adaptation.windows.DENSE_MAX_DIM` coordinates (``phase["dense"]``)
     first changes its coordinates to decorrelate the window's positions
-    (:func:`~pymc_tempering.kernels.thermostats.decorrelating_basis`), and the scale is
+    (:func:`~pymc_tempering.adaptation.windows.decorrelating_basis`), and the scale is
     estimated in the new ones: a dense preconditioner. The first window is a transit, whose
     spread is the chains' drift. ``phase["warm"]`` turns False after the last warm-up
     iteration.
     """
-    ends = thermostats.window_ends(tune)
+    ends = adaptation.window_ends(tune)
     first = min(ends, default=-1)
 
     def warmup(loop: _Loop, info, settings: TACTSettings, it: int):
         state, n_steps, scale, basis = loop
         v = state.theta * scale
         if phase["spread"] is None:
-            phase["spread"] = thermostats.spread_empty(*v.shape, dense=phase["dense"])
+            phase["spread"] = adaptation.spread_empty(*v.shape, dense=phase["dense"])
         cold = coupling(state.xi, settings)[0] == 1.0
-        phase["spread"] = thermostats.spread_add(phase["spread"], v, cold)
+        phase["spread"] = adaptation.spread_add(phase["spread"], v, cold)
         if it in ends:
-            (sd,), (old,), basis, w_inv = thermostats.window_basis(
+            (sd,), (old,), basis, w_inv = adaptation.window_basis(
                 [phase["spread"]], [scale], basis, it != first, (logp_and_grad, v)
             )
             phase["spread"] = None
             if w_inv is not None:
                 v = v @ w_inv.T
-            in_v = thermostats.whitened(logp_and_grad, 1.0, basis)
-            grad_var, energy_var = thermostats.gradient_noise(in_v, v)
-            curvature = thermostats.curvature_at(in_v, v, old)
-            new_scale = thermostats.adapted_scale(
+            in_v = adaptation.whitened(logp_and_grad, 1.0, basis)
+            grad_var, energy_var = adaptation.gradient_noise(in_v, v)
+            curvature = adaptation.curvature_at(in_v, v, old)
+            new_scale = adaptation.adapted_scale(
                 sd, old, curvature, grad_var, settings.eta_theta
             )
             if adapt_tempering:
                 settings = settings._replace(
-                    eta_xi=thermostats.tempering_step_size(energy_var, cap=xi_cap)
+                    eta_xi=adaptation.tempering_step_size(energy_var, cap=xi_cap)
                 )
-            state = thermostats.rescale(
+            state = adaptation.rescale(
                 state, settings, scale, new_scale, rng, tempering=settings.tempering,
                 w_inv=w_inv,
             )
             loop = _Loop(state, n_steps, new_scale, basis)
         if it == tune - 1:
             phase["warm"] = False
-        return loop, thermostats.warmup_kick_bound(settings, it, first, tune)
+        return loop, adaptation.warmup_kick_bound(settings, it, first, tune)
 
     return warmup
 
@@ -190,7 +191,7 @@ def _record(settings: TACTSettings):
         state = loop.dynamics
         lam, _ = coupling(state.xi, settings)
         return {
-            "x": thermostats.in_model_units(state.theta, loop.scale, loop.basis),
+            "x": adaptation.in_model_units(state.theta, loop.scale, loop.basis),
             "effective_temperature": 1.0 / lam,
             "tempering_variable": state.xi,
             # per chain: the mean of the coordinates' thermostats when there is one per coordinate
@@ -359,7 +360,7 @@ def sample_tact(
         capped so that the tempering thermostat's excess ``eta_xi sigma_U^2 / 2`` from the minibatch energy noise
         ``sigma_U^2`` (measured at the start and at every window) stays below 0.05, and so
         that its kicks stay within 0.4 thermal sds for a model of this many parameters
-        (:func:`~pymc_tempering.kernels.thermostats.tempering_step_cap`: 8.7e-5 at 89
+        (:func:`~pymc_tempering.adaptation.step_size.tempering_step_cap`: 8.7e-5 at 89
         parameters, no cap below 8). A number is used as it is, in the model's units, with no
         preconditioner and no restart.
     noise, noise_tempering : float
@@ -438,8 +439,8 @@ def sample_tact(
     target = Target(modelcontext(model))  # refuses discrete models
     thermostat_on, tempering = VARIANTS[variant]
     settings = TACTSettings(
-        thermostats.AUTO_STEP_SIZE if auto else float(step_size),
-        thermostats.AUTO_STEP_SIZE_TEMPERING if auto_tempering else float(step_size_tempering),
+        adaptation.AUTO_STEP_SIZE if auto else float(step_size),
+        adaptation.AUTO_STEP_SIZE_TEMPERING if auto_tempering else float(step_size_tempering),
         float(noise), float(noise_tempering),
         float(thermal_inertia), float(thermal_inertia_tempering), float(unit_temperature_fraction),
         1.0 / float(max_temperature), int(abf_bins), float(abf_ramp), thermostat_on, tempering,
@@ -462,7 +463,7 @@ def sample_tact(
         # (the velocity goes as scale^2): a 100,000-point regression, started 1.3e5 posterior sds
         # from its mode, was still 2e4 sds away after the warm-up; capped by the curvature
         # alone, its means were within 0.22 sds.
-        scale, start = thermostats.start_preconditioner(
+        scale, start = adaptation.start_preconditioner(
             logp_and_grad, target.ravel(target.model.initial_point()), jitter,
             (chains, target.ndim), np.random.default_rng(seed_init), initial_points,
             noise_cap=False,
@@ -470,18 +471,18 @@ def sample_tact(
         start = _initial_points(target, start, jitter, chains, seed_init)
     else:
         start = _initial_points(target, initial_points, jitter, chains, seed_init)
-    xi_cap = thermostats.tempering_step_cap(settings, target.ndim)
+    xi_cap = adaptation.tempering_step_cap(settings, target.ndim)
     if auto_tempering and tempering:
-        settings = settings._replace(eta_xi=thermostats.tempering_step_size(
-            thermostats.gradient_noise(logp_and_grad, start)[1], cap=xi_cap
+        settings = settings._replace(eta_xi=adaptation.tempering_step_size(
+            adaptation.gradient_noise(logp_and_grad, start)[1], cap=xi_cap
         ))
     phase = {
         "warm": tune > 0, "blowups": 0, "divergences": 0, "spread": None,
-        "dense": 2 <= target.ndim <= thermostats.DENSE_MAX_DIM,
+        "dense": 2 <= target.ndim <= adaptation.DENSE_MAX_DIM,
     } if auto else None
     if auto:  # see TACTSettings.max_friction and max_kick (from the end of the warm-up)
         settings = settings._replace(
-            max_friction=1.0, max_kick=np.inf if tune > 0 else thermostats.MAX_KICK
+            max_friction=1.0, max_kick=np.inf if tune > 0 else adaptation.MAX_KICK
         )
     warmup_rng = np.random.default_rng(rng.integers(2**63)) if auto else None
     state = _Loop(thermostats.init(start / scale, settings, rng), 0, scale)
@@ -505,7 +506,7 @@ def sample_tact(
         max_iterations=max_iterations, trajectory=STATS,
     )
     retries = phase["blowups"] if auto else 0
-    thermostats.warn_blowups("TACT-HMC", phase)
+    adaptation.warn_blowups("TACT-HMC", phase)
     settings = trace.params
     attrs = {
         "variant": variant, "step_size": settings.eta_theta, "step_size_tempering": settings.eta_xi,

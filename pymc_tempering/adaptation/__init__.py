@@ -1,0 +1,103 @@
+"""The ``step_size="auto"`` warm-up of the thermostat methods (TACT-HMC, replica exchange).
+
+Modules, one concern each:
+
+- :mod:`~pymc_tempering.adaptation.coordinates`: the preconditioned coordinates ``u`` the
+  dynamics run in (``theta = (u * scale) @ B.T``) and moving chains between them.
+- :mod:`~pymc_tempering.adaptation.noise`: the minibatch gradient noise measured where the
+  chains are, and the turn that makes it uncorrelated between coordinates.
+- :mod:`~pymc_tempering.adaptation.step_size`: the step sizes and the stability limits on the
+  preconditioner's widths (curvature and gradient noise) and on the tempering step.
+- :mod:`~pymc_tempering.adaptation.windows`: the warm-up's windows, the positions' running
+  sums over each, and the dense preconditioner's change of coordinates at a window's end.
+- :mod:`~pymc_tempering.adaptation.blowup`: blow-ups undone during the warm-up and dropped
+  after it, and the kick bound.
+"""
+
+from pymc_tempering.adaptation.blowup import (
+    MAX_KICK,
+    MAX_WARMUP_BLOWUPS,
+    dropped_info,
+    recover_blowup,
+    warmup_kick_bound,
+    warn_blowups,
+)
+from pymc_tempering.adaptation.coordinates import (
+    Basis,
+    compose,
+    in_dynamics_units,
+    in_model_units,
+    rescale,
+    whitened,
+)
+from pymc_tempering.adaptation.noise import NOISE_PAIRS_PER_DIM, gradient_noise, noise_rotation
+from pymc_tempering.adaptation.step_size import (
+    AUTO_STEP_SIZE,
+    AUTO_STEP_SIZE_TEMPERING,
+    THETA_NOISE_BUDGET,
+    XI_KICK_BUDGET,
+    XI_NOISE_BUDGET,
+    adapted_scale,
+    curvature_at,
+    curvature_scale,
+    stability_cap,
+    start_preconditioner,
+    tempering_step_cap,
+    tempering_step_size,
+)
+from pymc_tempering.adaptation.windows import (
+    DENSE_MAX_DIM,
+    DENSE_SHRINKAGE,
+    WINDOW_ENDS,
+    Spread,
+    decorrelating_basis,
+    in_new_coordinates,
+    spread_add,
+    spread_cov,
+    spread_empty,
+    spread_sd,
+    window_basis,
+    window_ends,
+)
+
+__all__ = [
+    "MAX_KICK",
+    "MAX_WARMUP_BLOWUPS",
+    "dropped_info",
+    "recover_blowup",
+    "warmup_kick_bound",
+    "warn_blowups",
+    "Basis",
+    "compose",
+    "in_dynamics_units",
+    "in_model_units",
+    "rescale",
+    "whitened",
+    "NOISE_PAIRS_PER_DIM",
+    "gradient_noise",
+    "noise_rotation",
+    "AUTO_STEP_SIZE",
+    "AUTO_STEP_SIZE_TEMPERING",
+    "THETA_NOISE_BUDGET",
+    "XI_KICK_BUDGET",
+    "XI_NOISE_BUDGET",
+    "adapted_scale",
+    "curvature_at",
+    "curvature_scale",
+    "stability_cap",
+    "start_preconditioner",
+    "tempering_step_cap",
+    "tempering_step_size",
+    "DENSE_MAX_DIM",
+    "DENSE_SHRINKAGE",
+    "WINDOW_ENDS",
+    "Spread",
+    "decorrelating_basis",
+    "in_new_coordinates",
+    "spread_add",
+    "spread_cov",
+    "spread_empty",
+    "spread_sd",
+    "window_basis",
+    "window_ends",
+]
