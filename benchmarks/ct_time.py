@@ -48,7 +48,8 @@ from pymc_tempering.datasets import (  # noqa: E402
     radon_model,
     radon_pooled_model,
 )
-from pymc_tempering import base as base_module  # noqa: E402
+from pymc_tempering.bases import fit as fit_module  # noqa: E402
+from pymc_tempering.bases import modes as modes_module  # noqa: E402
 from pymc_tempering.transforms import continuous_tempering as ct_module  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "ct_time.json"
@@ -70,9 +71,10 @@ def _timed(owner, name, phase):
 
 
 def _instrument():
-    _timed(base_module, "_search", "mode search")
-    _timed(base_module, "_fit_advi", "ADVI")
-    _timed(base_module, "estimate_log_zeta", "log_zeta")
+    _timed(modes_module, "search_modes", "mode search")  # through find_modes
+    _timed(fit_module, "search_modes", "mode search")  # the bases' own searches
+    _timed(fit_module, "fit_advi", "ADVI")
+    _timed(fit_module, "estimate_log_zeta", "log_zeta")
     _timed(ct_module, "estimate_log_zeta", "log_zeta")
     _timed(nutpie, "compile_pymc_model", "NUTS compile")
     _timed(nutpie, "sample", "NUTS sampling")

@@ -12,7 +12,7 @@ from pymc_tempering.analysis import (
     weighted_summary,
 )
 from pymc_tempering.diagnostics import Diagnosis, diagnose
-from pymc_tempering.base import (
+from pymc_tempering.bases import (
     Base,
     MixtureBase,
     Modes,

@@ -15,7 +15,7 @@ from pymc.stats.convergence import WarningType, run_convergence_checks
 from xarray import DataTree
 
 from pymc_tempering.analysis import weighted_summary
-from pymc_tempering.base import find_modes
+from pymc_tempering.bases import find_modes
 from pymc_tempering.contract import split_seed, warn
 from pymc_tempering.diagnostics import MISSED_MASS_LIMIT, diagnose, missed_optima
 from pymc_tempering.target import Target, full_data_energies

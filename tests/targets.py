@@ -111,6 +111,20 @@ def four_mode_mixture():
     return model, weights @ mus
 
 
+TWO_MODES_SEP = 8.0  # two_modes: at -8 and +8, unit sd, a valley of 32 nats between them
+
+
+def two_modes(weight_right: float = 0.5) -> pm.Model:
+    """A normalised 1-D mixture of N(-8, 1) and N(8, 1): log Z = 0 exactly."""
+    with pm.Model() as model:
+        pm.Mixture(
+            "x",
+            w=np.array([1 - weight_right, weight_right]),
+            comp_dists=[pm.Normal.dist(-TWO_MODES_SEP, 1.0), pm.Normal.dist(TWO_MODES_SEP, 1.0)],
+        )
+    return model
+
+
 def bimodal_mixture(weights=(0.3, 0.7), mus=(-3.0, 3.0), sigma=0.5):
     """A 1-D two-component Gaussian mixture as a PyMC model with no data: ``log Z = 0``.
 

@@ -638,7 +638,7 @@ def test_defaults_on_the_non_centred_eight_schools_start_from_advi():
     posterior's mass (median 2.8): ``P_0`` from its Laplace Gaussian left the Stein gap at
     0.525 after calibration, ``P_T``'s median ``tau`` at 7.1, and 64 cycles still drifting
     (measured 2026-11-27, seed 1). The Laplace mixture fails the same importance-sampling check
-    that the continuous-tempering base uses (``base._laplace_mixture``), so ``initial="auto"``
+    that the continuous-tempering base uses (``bases.fit._laplace_mixture``), so ``initial="auto"``
     now starts from the ADVI mixture base's fits. ``E[mu]`` and ``E[tau]`` of ``sample()``'s
     draws that are not stuck within K MCSE of the quadrature values."""
     from targets import eight_schools_posterior_means

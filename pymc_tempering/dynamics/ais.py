@@ -24,7 +24,7 @@ import numpy as np
 import pymc as pm
 from scipy.special import logsumexp
 
-from pymc_tempering.base import Base, prepare_base
+from pymc_tempering.bases import Base, prepare_base
 from pymc_tempering.driver import driver_result, run_kernel
 from pymc_tempering.estimators import log_mean_exp
 from pymc_tempering.kernels import hmc
@@ -150,7 +150,7 @@ def sample_ais(
         See :func:`~pymc_tempering.kernels.ladder.temperature_schedule`.
     base : Base, optional
         Default: the base :func:`~pymc_tempering.sample_ct` fits (through
-        :func:`~pymc_tempering.base.prepare_base`).
+        :func:`~pymc_tempering.bases.prepare_base`).
 
     Returns
     -------

@@ -32,15 +32,15 @@ import pymc as pm
 from pymc.model import modelcontext
 from xarray import DataTree
 
-from pymc_tempering.base import (
+from pymc_tempering.bases import (
     N_MODE_STARTS,
     Base,
     MixtureBase,
     Modes,
-    _fit_base,
-    _laplace_cov,
     find_modes,
     fit_base,
+    fit_base_to_target,
+    laplace_cov,
 )
 from pymc_tempering.driver import driver_result, run_kernel
 from pymc_tempering.kernels import ergodic as hei
@@ -411,7 +411,7 @@ class _AutoInitial(NamedTuple):
 
 
 def _mode_search(target: Target, seed) -> Modes | None:
-    """The optima of the project's mode search (:func:`~pymc_tempering.base.find_modes`) for a
+    """The optima of the project's mode search (:func:`~pymc_tempering.find_modes`) for a
     model with an improper prior (``pm.Flat``), which cannot be drawn from: from
     ``N_MODE_STARTS`` points jittered around the model's initial point by ``U(-1, 1)``, as
     ``pm.sample`` jitters its chains' starts. ``None`` where no run found an optimum.
@@ -433,7 +433,7 @@ def _library_base(target: Target, method: str, seed) -> MixtureBase:
     """``fit_base(method=method)`` (``"laplace"`` or ``"mixture"``, both a
     :class:`MixtureBase`) for ``initial="auto"``, its failure said in its terms."""
     try:
-        return _fit_base(target, method, random_seed=seed, progressbar=False)
+        return fit_base_to_target(target, method, random_seed=seed, progressbar=False)
     except ValueError as err:
         raise ValueError(
             "initial='auto': the mode search found no maximum of the log density that "
@@ -449,9 +449,9 @@ def _auto_initial(target: Target, seed=None) -> _AutoInitial:
 
     The optima are those of the library's base (``fit_base(method="laplace")``: a mode search
     from prior draws, whose optima's Laplace mixture must pass the tempering base's
-    importance-sampling check, :func:`~pymc_tempering.base._laplace_mixture`); for a model
+    importance-sampling check, :func:`~pymc_tempering.bases.fit._laplace_mixture`); for a model
     with an improper prior, of a search from jittered starts (:func:`_mode_search`). Each
-    optimum gets its Laplace Gaussian (:func:`~pymc_tempering.base._laplace_cov`, the
+    optimum gets its Laplace Gaussian (:func:`~pymc_tempering.bases.laplace_cov`, the
     inverse of minus the Hessian, with no prior floor: a flat direction is bounded by the cap
     instead), its marginal sds capped at ``PROFILE_FACTOR`` (2) profile half-widths along each
     axis (:func:`~pymc_tempering.kernels.ergodic.profile_width`). ``P_0``'s centre and sds are
@@ -482,8 +482,8 @@ def _auto_initial(target: Target, seed=None) -> _AutoInitial:
         # modes.cov is floored at the prior's precision; redo it with a negligible floor (the
         # largest curvature times 1e-12) so the cap, not the prior, bounds a flat direction
         floor = 1e-12 / float(np.linalg.eigvalsh(cov).min())
-        laplace_cov = _laplace_cov(target, x, floor)
-        std = np.sqrt(np.diag(laplace_cov[0])) if laplace_cov is not None else np.sqrt(np.diag(cov))
+        unfloored = laplace_cov(target, x, floor)
+        std = np.sqrt(np.diag(unfloored[0])) if unfloored is not None else np.sqrt(np.diag(cov))
         std = np.fmin(std, hei.PROFILE_FACTOR * hei.profile_width(logp, x, std))
         stds.append(std)
     stds = np.array(stds)
@@ -791,7 +791,7 @@ def fit_ergodic(
     initial : "auto", "prior" or Base
         ``P_0``. ``"auto"``: from the optima of the library's base,
         ``fit_base(method="laplace")``, whose mode search
-        (:func:`~pymc_tempering.base.find_modes`) runs L-BFGS from 32 prior draws (for an
+        (:func:`~pymc_tempering.find_modes`) runs L-BFGS from 32 prior draws (for an
         improper prior such as ``pm.Flat``, ``fit_ergodic`` searches from 32 points jittered
         by ``U(-1, 1)`` around the model's initial point), the Laplace Gaussian of each
         optimum found (marginal sds capped

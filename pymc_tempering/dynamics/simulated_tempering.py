@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 import pymc as pm
 
-from pymc_tempering.base import Base, prepare_base
+from pymc_tempering.bases import Base, prepare_base
 from pymc_tempering.driver import driver_result, run_kernel
 from pymc_tempering.estimators import log_ratio_by_chain
 from pymc_tempering.kernels import hmc
@@ -138,7 +138,7 @@ def sample_simulated_tempering(
     target_accept : float
     base : Base, optional
         Default: the base :func:`~pymc_tempering.sample_ct` fits (through
-        :func:`~pymc_tempering.base.prepare_base`).
+        :func:`~pymc_tempering.bases.prepare_base`).
     log_zeta : float, optional
         Sets the ladder weights ``w_n = -beta_n log zeta``; the default is chosen as in
         :func:`~pymc_tempering.sample_ct`.

@@ -2,7 +2,7 @@
 
 Everything works on a batch of ``n`` independent chains (or AIS runs) at once, in *whitened*
 coordinates ``z`` of the base: ``x = mean + L z`` with ``L`` the base's Cholesky factor
-(:attr:`Base.scale_tril <pymc_tempering.base.Base.scale_tril>`), so the base is ``N(0, I)`` in
+(:attr:`Base.scale_tril <pymc_tempering.Base.scale_tril>`), so the base is ``N(0, I)`` in
 ``z`` and identity-mass HMC in ``z`` is HMC in ``x`` with the base covariance as inverse mass
 matrix. The tempered log density at inverse temperature ``beta`` is the geometric bridge of
 eq. (4) of the CT paper::
@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pymc_tempering.base import Base
+from pymc_tempering.bases import Base
 from pymc_tempering.kernels import Info
 from pymc_tempering.target import Target
 

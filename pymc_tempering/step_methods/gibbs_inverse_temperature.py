@@ -26,7 +26,7 @@ from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence, StepMethodState
 from pytensor.graph.replace import graph_replace
 
-from pymc_tempering.base import Base, prepare_base
+from pymc_tempering.bases import Base, prepare_base
 from pymc_tempering.results import INVERSE_TEMPERATURE
 from pymc_tempering.contract import check_sampler_args, reproducible, pm_sample_kwargs, seed_attrs
 from pymc_tempering.transforms.continuous_tempering import (
@@ -273,7 +273,7 @@ def sample_gibbs_ct(
     draws, tune, chains : int
         As in :func:`pymc.sample`.
     base : Base, optional
-        Base density. Default: the base :func:`~pymc_tempering.sample_ct` fits (through :func:`~pymc_tempering.base.prepare_base`).
+        Base density. Default: the base :func:`~pymc_tempering.sample_ct` fits (through :func:`~pymc_tempering.bases.prepare_base`).
     log_zeta : float, optional
         As in :func:`~pymc_tempering.sample_ct`.
     bootstrap, bootstrap_draws : int

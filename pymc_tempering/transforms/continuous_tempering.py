@@ -23,18 +23,17 @@ from pymc.model import modelcontext
 from scipy.special import expit, logsumexp
 from xarray import DataTree
 
-from pymc_tempering.base import (
+from pymc_tempering.bases import (
     Base,
     base_from_result,
     check_base,
     estimate_log_zeta,
-    funnel_correction,
-    funnel_mass,
     prepare_base,
     widen_base,
 )
 from pymc_tempering.diagnostics import MISSED_MASS_LIMIT, diagnose, missed_modes, precision_goal
 from pymc_tempering.estimators import ct_log_weights, kish_ess, log_marginal_likelihood_ct
+from pymc_tempering.transforms.funnel import funnel_correction, funnel_mass
 from pymc_tempering.results import (
     INVERSE_TEMPERATURE,
     TEMPERATURE_CONTROL,

@@ -38,7 +38,7 @@ from pymc.model import modelcontext
 from pytensor.graph.replace import vectorize_graph
 from scipy.special import logsumexp
 
-from pymc_tempering.base import Base, MixtureBase, PriorDensity, check_base
+from pymc_tempering.bases import Base, MixtureBase, PriorDensity, check_base
 from pymc_tempering.estimators import log_marginal_likelihood_pe
 from pymc_tempering.results import (
     INVERSE_TEMPERATURE,

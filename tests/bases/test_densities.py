@@ -1,11 +1,11 @@
+"""The base densities (Gaussian, mixture, prior): log densities, in NumPy and graphs, and draws."""
+
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import pytest
 from checks import seed
-from conftest import model_fingerprint
 from scipy import stats
-from targets import conjugate_normal
 
 import pymc_tempering as pmt
 
@@ -52,97 +52,6 @@ def test_from_moments_bad_input():
         pmt.Base.from_moments(np.zeros(2), np.array([[1.0, 2.0], [2.0, 1.0]]))
     with pytest.raises(ValueError, match="finite"):
         pmt.Base.from_moments(np.array([np.nan, 0.0]), np.eye(2))
-
-
-@pytest.mark.parametrize("method", ["advi", "fullrank_advi"])
-def test_fit_base_on_conjugate_model(method):
-    # The posterior is Gaussian, so ADVI is exact: its ELBO is log Z up to optimisation noise.
-    model, log_z, post_mean, post_sd = conjugate_normal()
-    before = model_fingerprint(model)
-    base = pmt.fit_base(model, method=method, n=20_000, random_seed=seed(0), progressbar=False)
-    assert model_fingerprint(model) == before
-    assert base.method == method and base.ndim == 1
-    # Stochastic optimisation (Adam, step 0.01, stopped at a plateau) may leave the scale ~10%
-    # off; the ELBO is insensitive to that (a 10% scale error costs 0.005 nats of KL).
-    assert base.mean[0] == pytest.approx(post_mean, abs=0.25 * post_sd)
-    assert base.std[0] == pytest.approx(post_sd, rel=0.25)
-    assert base.log_zeta == pytest.approx(log_z, abs=0.1)
-    assert base.log_zeta < log_z + 0.02  # a lower bound, up to the noise of its average
-
-
-def test_advi_cuts_its_step_then_stops_when_the_elbo_stops_improving():
-    from pymc_tempering.base import (
-        ADVI_DECAY,
-        ADVI_TOLERANCE,
-        ADVI_WINDOW,
-        _plateau,
-        _ReduceOnPlateau,
-    )
-
-    rng = np.random.default_rng(0)
-    noise = rng.normal(0.0, 1.0, 6 * ADVI_WINDOW)
-    falling = 100.0 - 20 * ADVI_TOLERANCE * np.arange(4 * ADVI_WINDOW) / ADVI_WINDOW + noise[: 4 * ADVI_WINDOW]
-    for i in (ADVI_WINDOW, 2 * ADVI_WINDOW, 3 * ADVI_WINDOW, 4 * ADVI_WINDOW):
-        assert not _plateau(falling[:i])  # still gaining 20 tolerances a window
-    # window means differ by ~0.006 (noise sd 0.1), far below the tolerance
-    flat = 100.0 + 0.1 * noise
-    assert _plateau(flat[: 3 * ADVI_WINDOW])
-    # one flat window after a falling one is not yet a plateau
-    assert not _plateau(np.concatenate([falling[:ADVI_WINDOW] + 50.0, flat[: 2 * ADVI_WINDOW]]))
-
-    step = pytensor.shared(0.01)
-    callback = _ReduceOnPlateau(step)
-    callback(None, flat[: 3 * ADVI_WINDOW + 1], 3 * ADVI_WINDOW + 1)  # not at a window's end
-    assert step.get_value() == 0.01
-    callback(None, flat[: 3 * ADVI_WINDOW], 3 * ADVI_WINDOW)  # first plateau: a smaller step
-    assert step.get_value() == pytest.approx(0.01 * ADVI_DECAY)
-    # the next plateau is judged on the windows after the cut only
-    callback(None, flat[: 5 * ADVI_WINDOW], 5 * ADVI_WINDOW)
-    with pytest.raises(StopIteration):
-        callback(None, flat[: 6 * ADVI_WINDOW], 6 * ADVI_WINDOW)
-
-
-def test_fit_base_orders_like_target(normal_model):
-    model, _ = normal_model
-    assert pmt.fit_base(model, n=500, random_seed=seed(0), progressbar=False).diagonal
-    base = pmt.fit_base(model, method="fullrank_advi", n=3000, random_seed=seed(0), progressbar=False)
-    target = pmt.Target(model)
-    assert base.ndim == target.ndim
-    assert not base.diagonal and base.cov[0, 1] != 0
-    # mu's posterior mean is near the data mean; log s near log(sd(y)) ~ -0.9
-    point = target.unravel(base.mean)
-    assert abs(point["mu"] - 0.5) < 0.5
-    assert point["s_log__"] < 0.5
-
-
-def test_fit_base_prior(normal_model):
-    model, _ = normal_model
-    base = pmt.fit_base(model, method="prior", n=4000, random_seed=seed(0))
-    assert base.log_zeta is None
-    # mu ~ N(0, 2): mean 0, sd 2; log s for HalfNormal(1.5) has sd pi / (2 sqrt 2) ~ 1.11
-    assert abs(base.mean[0]) < 5 * 2 / np.sqrt(4000)
-    assert base.std[0] == pytest.approx(2.0, rel=0.1)
-    assert base.std[1] == pytest.approx(np.pi / np.sqrt(8), rel=0.1)
-
-
-def test_fit_base_bad_input(discrete_model, no_free_model, nan_model, normal_model):
-    with pytest.raises(ValueError, match="discrete"):
-        pmt.fit_base(discrete_model, progressbar=False)
-    with pytest.raises(ValueError, match="no free variables"):
-        pmt.fit_base(no_free_model, progressbar=False)
-    with pytest.raises(ValueError, match="Unknown base method"):
-        pmt.fit_base(normal_model[0], method="svgd", progressbar=False)
-    before = model_fingerprint(nan_model)
-    with pytest.raises(ValueError, match="diverged to NaN"):
-        pmt.fit_base(nan_model, n=2000, random_seed=seed(0), progressbar=False)
-    assert model_fingerprint(nan_model) == before
-
-
-def test_estimate_log_zeta_on_conjugate_model():
-    model, log_z, post_mean, post_sd = conjugate_normal()
-    target = pmt.Target(model)
-    base = pmt.Base.from_moments([post_mean], [post_sd**2])  # the exact posterior
-    assert pmt.estimate_log_zeta(target, base, n=100, random_seed=seed(0)) == pytest.approx(log_z)
 
 
 def test_mixture_base_density_draws_and_moments():
@@ -221,9 +130,9 @@ def test_prior_density_is_the_normalised_prior_on_the_flat_space():
 def test_full_rank_logp_graph_and_gradient_both_forms(monkeypatch, max_dim):
     """The full-rank quadratic form as a matrix product (above ELEMENTWISE_MAX_DIM) and
     elementwise (below) gives the density and its gradient of the closed form."""
-    import pymc_tempering.base as base_module
+    import pymc_tempering.bases.densities as densities
 
-    monkeypatch.setattr(base_module, "ELEMENTWISE_MAX_DIM", max_dim)
+    monkeypatch.setattr(densities, "ELEMENTWISE_MAX_DIM", max_dim)
     rng = np.random.default_rng(seed(2))
     a = rng.normal(size=(4, 4))
     cov, mean = a @ a.T + np.eye(4), rng.normal(size=4)
@@ -236,92 +145,3 @@ def test_full_rank_logp_graph_and_gradient_both_forms(monkeypatch, max_dim):
         value, grad_s, grad_v = fn(x[0], x[1:])
         np.testing.assert_allclose(value, stats.multivariate_normal(mean, cov).logpdf(x), rtol=1e-12)
         np.testing.assert_allclose(np.r_[grad_s, grad_v], -precision @ (x - mean), rtol=1e-9, atol=1e-12)
-
-
-def test_advi_fits_of_one_base_compile_once_and_reach_the_closed_form(monkeypatch):
-    """The ADVI fits of one base compile one step function per method (_AdviSteps), with the
-    noise as an input and no random generator, and reach the closed-form optimum of a Gaussian
-    target as pymc.fit does: mean-field ADVI's optimum is the mean and 1 / sqrt(diag(S^-1)),
-    full-rank ADVI's the mean and S. pymc.fit with the same optimiser and stop comes within
-    0.11 standard deviations of them over 12 seeds (Adam's last iterate jitters), these fits
-    within 0.08; the bound is 0.2. After a fit that diverged to NaN the next fit starts
-    afresh."""
-    import pymc as pm
-    from pytensor.compile.sharedvalue import SharedVariable
-    from pytensor.tensor.random.type import RandomType
-
-    from pymc_tempering.base import ADVI_ITERATIONS, _AdviSteps, _fit_advi
-
-    compiled = []
-    compile_step = _AdviSteps._compile
-
-    def counting(self, method, *args, **kwargs):
-        compiled.append(method)
-        return compile_step(self, method, *args, **kwargs)
-
-    monkeypatch.setattr(_AdviSteps, "_compile", counting)
-    cov = np.array([[2.0, 0.8, 0.3], [0.8, 1.0, -0.2], [0.3, -0.2, 0.5]])
-    mean = np.array([1.0, -2.0, 0.5])
-    with pm.Model() as model:
-        pm.MvNormal("x", mean, cov)
-    target = pmt.Target(model)
-    steps = _AdviSteps(model)
-    optimum_sd = {
-        "advi": 1 / np.sqrt(np.diag(np.linalg.inv(cov))),
-        "fullrank_advi": np.sqrt(np.diag(cov)),
-    }
-    for k in range(3):
-        for method, sd in optimum_sd.items():
-            start = {"x": mean + (k - 1.0)}
-            fit = _fit_advi(target, method, ADVI_ITERATIONS, seed(k), False, steps=steps, start=start)
-            assert np.max(np.abs(fit.mean - mean) / sd) < 0.2
-            assert np.max(np.abs(np.sqrt(np.diag(fit.cov)) / sd - 1)) < 0.2
-    assert compiled == ["advi", "fullrank_advi"]
-    for method in optimum_sd:
-        step = steps._compiled[method][1]
-        shared = [v for v in step.maker.fgraph.inputs if isinstance(v, SharedVariable)]
-        assert shared and not any(isinstance(v.type, RandomType) for v in shared)
-
-    with pm.Model() as nan_far_left:
-        x = pm.Normal("x", 0, 1)
-        pm.Potential("nan", pt.switch(x > -10, 0.0, np.nan))
-    target = pmt.Target(nan_far_left)
-    steps = _AdviSteps(nan_far_left)
-    for s, start in [(seed(6), 0.5), (seed(7), -20.0), (seed(8), 1.0)]:
-        kwargs = {"start": {"x": start}}
-        if start < -10:
-            with pytest.raises(ValueError, match="diverged to NaN"):
-                _fit_advi(target, "advi", 1500, s, False, steps=steps, **kwargs)
-            continue
-        fit = _fit_advi(target, "advi", ADVI_ITERATIONS, s, False, steps=steps, **kwargs)
-        assert abs(fit.mean[0]) < 0.2 and abs(fit.std[0] - 1) < 0.2
-
-
-def test_advi_fits_share_no_step_function_with_an_optimiser_of_the_users():
-    import pymc as pm
-
-    from pymc_tempering.base import _AdviSteps
-
-    assert _AdviSteps.can_share("advi", {"start": {}, "start_sigma": {}, "obj_n_mc": 2})
-    assert _AdviSteps.can_share("fullrank_advi", {"callbacks": []})
-    assert not _AdviSteps.can_share("advi", {"obj_optimizer": pm.adam(learning_rate=0.1)})
-    assert not _AdviSteps.can_share("advi", {"more_updates": {}})
-    assert not _AdviSteps.can_share("advi", {"score": False})
-    assert not _AdviSteps.can_share("fullrank_advi", {"start_sigma": {}})
-
-
-def test_advi_fits_start_at_widths_above_the_overflow_of_pymcs_softplus_inverse():
-    """A mean-field fit started at a width of 2000 (PyMC's log(expm1(sigma)) is inf above 709):
-    the fit of N(5000, 2000^2) stays finite and near it, where it diverged to NaN."""
-    import pymc as pm
-
-    from pymc_tempering.base import _fit_advi
-
-    with pm.Model() as model:
-        pm.Normal("x", 5000.0, 2000.0)
-    target = pmt.Target(model)
-    fit = _fit_advi(
-        target, "advi", 3000, seed(3), False, start_sd=np.array([2000.0]), start={"x": 5000.0}
-    )
-    assert np.isfinite(fit.log_zeta)
-    assert abs(fit.mean[0] - 5000.0) < 200 and abs(fit.std[0] / 2000.0 - 1) < 0.1

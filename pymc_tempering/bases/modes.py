@@ -1,0 +1,298 @@
+"""The mode search: optima of the target's log density, their Laplace masses, and spikes.
+
+L-BFGS runs from prior draws on the flat unconstrained space (:func:`find_modes`); each
+distinct converged maximum gets a Laplace approximation (the inverse negative Hessian, by
+central differences of the gradient, with its precision floored at the prior's). The runs that
+climb without converging mark the spikes of centred hierarchical groups
+(:func:`search_modes`). The fits of :mod:`pymc_tempering.bases.fit` start from these optima,
+:func:`~pymc_tempering.diagnose` compares a run's draws with them, and the funnel-neck
+correction of continuous tempering looks along the spikes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pymc as pm
+from scipy import optimize
+from scipy.special import logsumexp
+
+from pymc_tempering.contract import reproducible
+from pymc_tempering.estimators import unseen_share
+from pymc_tempering.target import Target
+
+__all__ = [
+    "LOG_2PI",
+    "MODE_MAX_ITER",
+    "MODE_SEARCH_GROWTH",
+    "N_MODE_STARTS",
+    "Modes",
+    "diagonal_laplace",
+    "find_modes",
+    "hessian",
+    "laplace_cov",
+    "prior_draws",
+    "search_modes",
+]
+
+LOG_2PI = float(np.log(2.0 * np.pi))
+N_MODE_STARTS = 32  # optimisations from prior draws in the mode search of fit_base("mixture")
+# fit_base("mixture") repeats its search with this many times the starts when the first one is
+# far from complete (most runs reached an optimum no other run reached)
+MODE_SEARCH_GROWTH = 4
+MODE_MAX_ITER = 200  # L-BFGS iterations per optimisation
+
+
+@dataclass(frozen=True, eq=False)
+class Modes:
+    """Local maxima of the target's log density, found by optimisation from prior draws.
+
+    Made by the mode search of ``fit_base(method="mixture")`` (:func:`find_modes`); each
+    distinct optimum carries a Laplace approximation of the probability mass around it. The
+    ADVI fits of the base start from them, and :func:`~pymc_tempering.diagnose` compares the
+    weighted draws of a run with them to see a mode that the run never visited.
+
+    Attributes
+    ----------
+    points : ndarray, shape (k, ndim)
+        The optima on the flat unconstrained space, by decreasing log density.
+    log_density : ndarray, shape (k,)
+        The target's (unnormalised) log density there.
+    log_mass : ndarray, shape (k,)
+        Laplace approximation of the log mass around each: ``log p(x*) + ndim/2 log(2 pi) +
+        1/2 log det S`` with ``S`` the inverse of the negative Hessian, whose eigenvalues are
+        floored at the prior's precision (a direction in which the target is flat, such as
+        along a shell, counts as wide as the prior, not infinitely wide).
+    cov : ndarray, shape (k, ndim, ndim)
+        Those Laplace covariances ``S``.
+    hits : ndarray of int, shape (k,)
+        How many of the search's runs converged to each. Optima reached once only, ``f1`` of
+        ``n = hits.sum()`` runs, say the search is incomplete: by the Good-Turing estimate a new
+        run would reach an optimum not yet found with probability about ``f1 / n``
+        (:attr:`unseen`).
+    """
+
+    points: np.ndarray
+    log_density: np.ndarray
+    log_mass: np.ndarray
+    cov: np.ndarray
+    hits: np.ndarray
+
+    @property
+    def unseen(self) -> float:
+        """Good-Turing estimate of the chance that a new run of the search reaches an optimum
+        not found yet: the share of runs whose optimum no other run reached."""
+        return unseen_share(self.hits)
+
+    def __len__(self) -> int:
+        return int(self.points.shape[0])
+
+    @property
+    def probabilities(self) -> np.ndarray:
+        """Each optimum's share of the total Laplace mass."""
+        return np.exp(self.log_mass - logsumexp(self.log_mass))
+
+
+@reproducible
+def find_modes(
+    target: Target, n_starts: int = N_MODE_STARTS, random_seed=None, *, starts=None
+) -> Modes | None:
+    """Optimise the target's log density from prior draws, and keep the distinct maxima.
+
+    L-BFGS (:func:`scipy.optimize.minimize`) on the flat unconstrained space from ``n_starts``
+    prior draws. A run counts when it converged to a finite local maximum (the Hessian, by
+    central differences of the gradient, is negative definite up to the flooring described in
+    :class:`Modes`); one that runs off to infinity (the spike of a centred hierarchical model)
+    or stops at a saddle does not. Optima that agree within a tenth of their Laplace standard
+    deviations are one.
+
+    Parameters
+    ----------
+    target : Target
+    n_starts : int
+        Prior draws to start from.
+    random_seed : int, optional
+    starts : array_like, shape (n, ndim), optional
+        At least two finite flat points to start from instead of prior draws (for a model
+        whose prior cannot be drawn from, such as one with ``pm.Flat`` variables); their spread
+        then stands for the prior's in the flooring of :class:`Modes`.
+
+    Returns
+    -------
+    Modes or None
+        ``None`` when the prior cannot be drawn from (and no ``starts`` are given) or no run
+        converged.
+    """
+    return search_modes(target, n_starts, random_seed, starts)[0]
+
+
+def search_modes(target: Target, n_starts: int, random_seed, starts=None):
+    """:func:`find_modes`, the end points of the runs that did not converge (by decreasing
+    log density; ``None`` when the prior cannot be drawn from) with the prior's standard
+    deviations on the unconstrained space, and the spikes among those ends (:func:`_spikes`)."""
+    if starts is not None:
+        starts = np.asarray(starts, dtype=float)
+        if starts.ndim != 2 or starts.shape[1] != target.ndim or starts.shape[0] < 2:
+            raise ValueError(
+                f"starts must have shape (n, {target.ndim}) with n >= 2 (flat unconstrained "
+                f"points; their spread stands for the prior's), got {starts.shape}."
+            )
+        if not np.all(np.isfinite(starts)):
+            raise ValueError("starts must be finite.")
+    else:
+        try:
+            _, starts = prior_draws(target, n_starts, random_seed)
+        except ValueError:
+            return None, None, None, ()
+    # Directions in which the target is flat count as wide as the prior (see Modes.log_mass).
+    prior_sd = np.maximum(starts.std(axis=0), 1e-12)
+    centre = starts.mean(axis=0)
+
+    def negative(x):
+        logp, grad = target.logp_and_grad(x)
+        if not np.isfinite(logp):
+            return 1e300, np.zeros_like(x)
+        return -logp, -grad
+
+    optima, ends = [], []
+    for start in starts:
+        with np.errstate(all="ignore"):
+            res = optimize.minimize(
+                negative, start, jac=True, method="L-BFGS-B", options={"maxiter": MODE_MAX_ITER}
+            )
+        if np.isfinite(res.fun) and res.fun < 1e299:
+            (optima if res.success else ends).append((-float(res.fun), res.x))
+    optima.sort(key=lambda f: -f[0])
+    kept: list = []  # [log density, point, Laplace covariance, runs that reached it]
+
+    def same(x, within):
+        return next((k for k in kept if np.all(np.abs(x - k[1]) < within(k))), None)
+
+    for logp, x in optima:
+        # Runs that reached one optimum first, cheaply (before a Hessian for each): then
+        # optima that agree within a tenth of their Laplace standard deviations.
+        match = same(x, lambda k: 1e-3 * prior_sd)
+        if match is not None:
+            match[3] += 1
+            continue
+        laplace = laplace_cov(target, x, 1.0 / prior_sd.max() ** 2)
+        if laplace is None:
+            ends.append((logp, x))
+            continue
+        cov, grad = laplace
+        # Converged: the Newton step to the quadratic's maximum gains under 0.01 nats. (A run
+        # that L-BFGS stopped on a slope, climbing a centred model's spike, does not count.)
+        if 0.5 * grad @ cov @ grad >= 0.01:
+            ends.append((logp, x))
+            continue
+        match = same(x, lambda k: 0.1 * np.sqrt(np.diag(k[2])))
+        if match is not None:
+            match[3] += 1
+        else:
+            kept.append([logp, x, cov, 1])
+    ends.sort(key=lambda f: -f[0])
+    spikes = _spikes(ends, centre, prior_sd)
+    ends = np.array([x for _, x in ends]).reshape(-1, target.ndim)
+    if not kept:
+        return None, ends, prior_sd, spikes
+    log_density = np.array([k[0] for k in kept])
+    points = np.array([k[1] for k in kept])
+    covs = np.array([k[2] for k in kept])
+    log_det = np.array([np.linalg.slogdet(c)[1] for c in covs])
+    modes = Modes(
+        points=points,
+        log_density=log_density,
+        log_mass=log_density + 0.5 * target.ndim * LOG_2PI + 0.5 * log_det,
+        cov=covs,
+        hits=np.array([k[3] for k in kept]),
+    )
+    return modes, ends, prior_sd, spikes
+
+
+SPIKE_PRIOR_Z = 4.0  # prior sds from the prior draws' mean at which an end of the search is a spike
+
+
+def _spikes(ends: list, centre: np.ndarray, prior_sd: np.ndarray) -> tuple:
+    """The spikes among the search's unconverged ends ``[(log density, point), ...]``: for
+    each end, the flat coordinate in which it lies farthest from the prior draws' mean in their
+    standard deviations, when that is ``SPIKE_PRIOR_Z`` or more (a centred group's log scale
+    run off towards -inf: -8 to -19 on the centred radon intercepts and eight schools, whose
+    members stay at their mean). Per coordinate and side, the end of highest log density:
+    ``((k, value, log density), ...)``. A run that drifted along a flat ridge to the other side
+    (measured: towards large ``tau`` on the centred eight schools) is kept apart from the spike
+    and judged by its own, low, log density
+    (:func:`~pymc_tempering.transforms.funnel.funnel_mass`)."""
+    found: dict[tuple[int, bool], tuple[int, float, float]] = {}
+    for logp, end in ends:
+        z = (end - centre) / prior_sd
+        k = int(np.argmax(np.abs(z)))
+        key = (k, bool(z[k] > 0))
+        if abs(z[k]) >= SPIKE_PRIOR_Z and (key not in found or logp > found[key][2]):
+            found[key] = (k, float(end[k]), float(logp))
+    return tuple(found[key] for key in sorted(found))
+
+
+def hessian(target: Target, x: np.ndarray):
+    """The Hessian of the target's log density at ``x`` (central differences of the gradient)
+    and the gradient there."""
+    d = x.size
+    grad = target.logp_and_grad(x)[1]
+    h = 1e-5 * np.maximum(1.0, np.abs(x))
+    hess = np.empty((d, d))
+    for i in range(d):
+        e = np.zeros(d)
+        e[i] = h[i]
+        plus, minus = target.logp_and_grad(x + e)[1], target.logp_and_grad(x - e)[1]
+        hess[i] = (plus - minus) / (2 * h[i])
+    return hess, grad
+
+
+def laplace_cov(target: Target, x: np.ndarray, floor: float):
+    """Inverse negative Hessian at ``x``, eigenvalues of the precision floored at ``floor``,
+    and the gradient there; ``None`` at a saddle or where the gradient fails."""
+    hess, grad = hessian(target, x)
+    if not (np.all(np.isfinite(hess)) and np.all(np.isfinite(grad))):
+        return None
+    precision = -0.5 * (hess + hess.T)
+    values, vectors = np.linalg.eigh(precision)
+    if values.min() < -1e-3 * max(abs(values.max()), floor):  # a saddle, not a maximum
+        return None
+    values = np.maximum(values, floor)
+    return (vectors / values) @ vectors.T, grad
+
+
+def diagonal_laplace(target: Target, x: np.ndarray, prior_sd: np.ndarray):
+    """The log mass of a Gaussian at ``x`` (any point, not only a maximum) with the standard
+    deviations of the log density's diagonal curvature there, each at most the prior's, and
+    those standard deviations: ``(log p(x) + sum log sd + ndim/2 log 2 pi, sd)``."""
+    hess, _ = hessian(target, x)
+    curvature = np.where(np.isfinite(np.diag(hess)), -np.diag(hess), 0.0)
+    sd = 1.0 / np.sqrt(np.maximum(curvature, 1.0 / prior_sd**2))
+    logp = float(target.logp(x[None])[0])
+    return logp + float(np.sum(np.log(sd))) + 0.5 * x.size * LOG_2PI, sd
+
+
+def prior_draws(target: Target, n: int, random_seed) -> tuple[list[dict], np.ndarray]:
+    """``n`` prior draws of the free variables: constrained (dicts) and flat unconstrained."""
+    model = target.model
+    forward = []
+    for rv in model.free_RVs:
+        transform = model.rvs_to_transforms.get(rv)
+        forward.append(rv if transform is None else transform.forward(rv, *rv.owner.inputs))
+    try:
+        fn = pm.compile(inputs=[], outputs=list(model.free_RVs) + forward, random_seed=random_seed)
+        raw = [fn() for _ in range(int(n))]
+    except NotImplementedError as err:
+        raise ValueError(
+            "The model's prior cannot be drawn from (an improper or custom prior without a "
+            "random generator), so method='prior' is unavailable; use 'advi'."
+        ) from err
+    k = len(model.free_RVs)
+    names = [rv.name for rv in model.free_RVs]
+    constrained = [dict(zip(names, r[:k], strict=True)) for r in raw]
+    # Value variables are listed in the same order as free_RVs.
+    flat = np.array([np.concatenate([np.ravel(v) for v in r[k:]]) for r in raw], dtype=float)
+    if not np.all(np.isfinite(flat)):
+        raise ValueError("Prior draws on the unconstrained space are not all finite.")
+    return constrained, flat

@@ -1,0 +1,109 @@
+"""Fitting the bases: ADVI on a conjugate model, the prior, the mixture and Laplace defaults."""
+
+import numpy as np
+import pymc as pm
+import pytest
+from checks import seed
+from conftest import model_fingerprint
+from targets import TWO_MODES_SEP as SEP
+from targets import conjugate_normal, two_modes
+
+import pymc_tempering as pmt
+
+
+@pytest.mark.parametrize("method", ["advi", "fullrank_advi"])
+def test_fit_base_on_conjugate_model(method):
+    # The posterior is Gaussian, so ADVI is exact: its ELBO is log Z up to optimisation noise.
+    model, log_z, post_mean, post_sd = conjugate_normal()
+    before = model_fingerprint(model)
+    base = pmt.fit_base(model, method=method, n=20_000, random_seed=seed(0), progressbar=False)
+    assert model_fingerprint(model) == before
+    assert base.method == method and base.ndim == 1
+    # Stochastic optimisation (Adam, step 0.01, stopped at a plateau) may leave the scale ~10%
+    # off; the ELBO is insensitive to that (a 10% scale error costs 0.005 nats of KL).
+    assert base.mean[0] == pytest.approx(post_mean, abs=0.25 * post_sd)
+    assert base.std[0] == pytest.approx(post_sd, rel=0.25)
+    assert base.log_zeta == pytest.approx(log_z, abs=0.1)
+    assert base.log_zeta < log_z + 0.02  # a lower bound, up to the noise of its average
+
+
+def test_fit_base_orders_like_target(normal_model):
+    model, _ = normal_model
+    assert pmt.fit_base(model, n=500, random_seed=seed(0), progressbar=False).diagonal
+    base = pmt.fit_base(model, method="fullrank_advi", n=3000, random_seed=seed(0), progressbar=False)
+    target = pmt.Target(model)
+    assert base.ndim == target.ndim
+    assert not base.diagonal and base.cov[0, 1] != 0
+    # mu's posterior mean is near the data mean; log s near log(sd(y)) ~ -0.9
+    point = target.unravel(base.mean)
+    assert abs(point["mu"] - 0.5) < 0.5
+    assert point["s_log__"] < 0.5
+
+
+def test_fit_base_prior(normal_model):
+    model, _ = normal_model
+    base = pmt.fit_base(model, method="prior", n=4000, random_seed=seed(0))
+    assert base.log_zeta is None
+    # mu ~ N(0, 2): mean 0, sd 2; log s for HalfNormal(1.5) has sd pi / (2 sqrt 2) ~ 1.11
+    assert abs(base.mean[0]) < 5 * 2 / np.sqrt(4000)
+    assert base.std[0] == pytest.approx(2.0, rel=0.1)
+    assert base.std[1] == pytest.approx(np.pi / np.sqrt(8), rel=0.1)
+
+
+def test_fit_base_bad_input(discrete_model, no_free_model, nan_model, normal_model):
+    with pytest.raises(ValueError, match="discrete"):
+        pmt.fit_base(discrete_model, progressbar=False)
+    with pytest.raises(ValueError, match="no free variables"):
+        pmt.fit_base(no_free_model, progressbar=False)
+    with pytest.raises(ValueError, match="Unknown base method"):
+        pmt.fit_base(normal_model[0], method="svgd", progressbar=False)
+    before = model_fingerprint(nan_model)
+    with pytest.raises(ValueError, match="diverged to NaN"):
+        pmt.fit_base(nan_model, n=2000, random_seed=seed(0), progressbar=False)
+    assert model_fingerprint(nan_model) == before
+
+
+def test_estimate_log_zeta_on_conjugate_model():
+    model, log_z, post_mean, post_sd = conjugate_normal()
+    target = pmt.Target(model)
+    base = pmt.Base.from_moments([post_mean], [post_sd**2])  # the exact posterior
+    assert pmt.estimate_log_zeta(target, base, n=100, random_seed=seed(0)) == pytest.approx(log_z)
+
+
+def test_default_base_starts_a_fit_on_each_mode():
+    with two_modes():
+        base = pmt.fit_base(method="mixture", random_seed=seed(82), progressbar=False)
+    assert len(base.components) == 2 and len(base.modes) == 2
+    np.testing.assert_allclose(np.sort([c.mean[0] for c in base.components]), [-SEP, SEP], atol=0.1)
+
+
+def test_default_base_is_laplace_where_importance_sampling_confirms_it():
+    """Each mode of the two-mode mixture is a Gaussian, so its Laplace approximation is exact:
+    the default base needs no ADVI, and its importance-sampling log_zeta is log Z = 0 (the
+    base is the target up to the finite-difference Hessian and the exp(-32) overlap)."""
+    with two_modes():
+        base = pmt.fit_base(method="laplace", random_seed=seed(88), progressbar=False)
+    assert base.method == "Laplace mixture of 2"
+    assert all(c.method == "laplace" for c in base.components)
+    assert abs(base.log_zeta) < 1e-4
+
+
+def test_default_base_falls_back_to_advi_on_a_shell():
+    """A thin 3-D Gaussian shell (radius 2, width 0.1, off the centre of its box, as in the
+    evidence suite): a Gaussian at a point of the shell is no description of it, its
+    importance-sampling estimate is nats below its Laplace mass, and the base is the ADVI
+    mixture instead."""
+    centre = np.array([3.5, 0.0, 0.0])
+    with pm.Model():
+        x = pm.Uniform("x", -6.0, 6.0, shape=3)
+        radius = pm.math.sqrt(pm.math.sum((x - centre) ** 2))
+        pm.Potential("shell", pm.logp(pm.Normal.dist(2.0, 0.1), radius))
+        base = pmt.fit_base(method="laplace", random_seed=seed(89), progressbar=False)
+        # a base passed in gets a bootstrap round by default, one fitted by sample_ct none
+        idata = pmt.sample_ct(
+            200, tune=200, chains=2, max_extensions=0, base=base, random_seed=seed(89),
+            progressbar=False,
+        )
+    assert base.method.startswith("mixture of")
+    assert all(c.method == "advi" for c in base.components)
+    assert idata.attrs["bootstrap"] == 1
