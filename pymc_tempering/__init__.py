@@ -41,6 +41,7 @@ from pymc_tempering.dynamics.simulated_tempering import sample_simulated_temperi
 from pymc_tempering.dynamics.ergodic import ErgodicApproximation, fit_ergodic
 from pymc_tempering.dynamics.tact import sample_tact
 from pymc_tempering.dynamics.replica_exchange import sample_replica_exchange
+from pymc_tempering.sweep import Sweep, sample_many
 
 __version__ = "0.1.0"
 
@@ -80,4 +81,6 @@ __all__ = [
     "sample_replica_exchange",
     "ErgodicApproximation",
     "fit_ergodic",
+    "Sweep",
+    "sample_many",
 ]
