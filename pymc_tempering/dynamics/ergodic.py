@@ -22,7 +22,6 @@ layout.
 
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -32,19 +31,10 @@ import pymc as pm
 from pymc.model import modelcontext
 from xarray import DataTree
 
-from pymc_tempering.bases import (
-    N_MODE_STARTS,
-    Base,
-    MixtureBase,
-    Modes,
-    find_modes,
-    fit_base,
-    fit_base_to_target,
-    laplace_cov,
-)
 from pymc_tempering.driver import driver_result, run_kernel
 from pymc_tempering.kernels import ergodic as hei
 from pymc_tempering.kernels.ergodic import gaussian_entropy
+from pymc_tempering.kernels.ergodic_initial import calibrate_scale, initial_and_bound
 from pymc_tempering.contract import (
     DivergenceError,
     check_sampler_args,
@@ -390,189 +380,8 @@ def _check_options(n_steps, n_leapfrog, n_particles, n_iterations, learning_rate
         )
 
 
-#: ``initial="auto"``: P_0's sds are those of the moment-matched Gaussian of the Laplace mixture
-#: over the optima of the mode search (for one optimum, its Laplace sds) times this.
-AUTO_WIDEN = 2.0
 #: ``step_size="auto"``: the initial step sizes, in units of P_0's standard deviations.
 AUTO_STEP_RANGE = (0.1, 0.25)
-
-
-class _AutoInitial(NamedTuple):
-    """``initial="auto"``: ``P_0``'s centre and sds before widening, the bound ``h``, the
-    number of optima the mode search found and the root-mean-square of their Laplace sds
-    (``local_std``, the scale of one mode: where the leapfrog's units come from)."""
-
-    mean: np.ndarray
-    std: np.ndarray
-    entropy_bound: float
-    n_modes: int
-    local_std: np.ndarray
-    source: str = "modes"
-
-
-def _mode_search(target: Target, seed) -> Modes | None:
-    """The optima of the project's mode search (:func:`~pymc_tempering.find_modes`) for a
-    model with an improper prior (``pm.Flat``), which cannot be drawn from: from
-    ``N_MODE_STARTS`` points jittered around the model's initial point by ``U(-1, 1)``, as
-    ``pm.sample`` jitters its chains' starts. ``None`` where no run found an optimum.
-    """
-    rng = np.random.default_rng(seed)
-    start = target.ravel(target.model.initial_point())
-    starts = start + rng.uniform(-1.0, 1.0, size=(N_MODE_STARTS, target.ndim))
-    return find_modes(target, starts=starts)
-
-
-def _components(mixture: MixtureBase):
-    """A mixture base's Gaussian components as (means, marginal sds, weights)."""
-    means = np.array([c.mean for c in mixture.components], dtype=float)
-    stds = np.array([c.std for c in mixture.components], dtype=float)
-    return means, stds, np.asarray(mixture.weights, dtype=float)
-
-
-def _library_base(target: Target, method: str, seed) -> MixtureBase:
-    """``fit_base(method=method)`` (``"laplace"`` or ``"mixture"``, both a
-    :class:`MixtureBase`) for ``initial="auto"``, its failure said in its terms."""
-    try:
-        return fit_base_to_target(target, method, random_seed=seed, progressbar=False)
-    except ValueError as err:
-        raise ValueError(
-            "initial='auto': the mode search found no maximum of the log density that "
-            "describes it (no optimisation converged to a finite maximum, or the optima's "
-            "Laplace Gaussians failed the base's importance-sampling check) and the ADVI fits "
-            f"that replace them failed ({err}). Pass initial=pmt.Base(...) (a P_0 wider than "
-            "the posterior) or initial='prior'."
-        ) from err
-
-
-def _auto_initial(target: Target, seed=None) -> _AutoInitial:
-    """``initial="auto"``: ``P_0`` from the optima of the mode search, ``h`` from their mixture.
-
-    The optima are those of the library's base (``fit_base(method="laplace")``: a mode search
-    from prior draws, whose optima's Laplace mixture must pass the tempering base's
-    importance-sampling check, :func:`~pymc_tempering.bases.fit._laplace_mixture`); for a model
-    with an improper prior, of a search from jittered starts (:func:`_mode_search`). Each
-    optimum gets its Laplace Gaussian (:func:`~pymc_tempering.bases.laplace_cov`, the
-    inverse of minus the Hessian, with no prior floor: a flat direction is bounded by the cap
-    instead), its marginal sds capped at ``PROFILE_FACTOR`` (2) profile half-widths along each
-    axis (:func:`~pymc_tempering.kernels.ergodic.profile_width`). ``P_0``'s centre and sds are
-    those of :meth:`MixtureBase.gaussian <pymc_tempering.MixtureBase.gaussian>` of the mixture
-    of these (factorised) Gaussians weighted by the optima's Laplace masses: for one optimum,
-    its mode and Laplace sds; for several, a Gaussian whose diagonal covers every optimum. The
-    bound ``h`` is :func:`~pymc_tempering.kernels.ergodic.mixture_entropy_bound` of that
-    mixture, an upper estimate of the posterior's entropy (for one optimum, the entropy of its
-    factorised Laplace Gaussian). Where the search finds no optimum (a centred hierarchical
-    model's funnel, whose density is unbounded at its neck; a flat direction), or (with proper
-    priors) their Laplace mixture fails the check (a joint mode far from the mass, as on a
-    non-centred hierarchical model), the components of the base's ADVI mixture (fits started
-    where the search's runs ended and from prior draws; their marginal sds) take the optima's
-    place.
-    """
-    if target.improper_variables:
-        modes = _mode_search(target, seed)
-        base = _library_base(target, "mixture", seed) if modes is None else None
-    else:
-        base = _library_base(target, "laplace", seed)
-        laplace = all(c.method == "laplace" for c in base.components)
-        modes = base.modes if laplace else None
-    if modes is None:
-        return _initial_from_components(*_components(base))._replace(source="advi")
-    logp = target.logp
-    stds = []
-    for x, cov in zip(modes.points, modes.cov, strict=True):
-        # modes.cov is floored at the prior's precision; redo it with a negligible floor (the
-        # largest curvature times 1e-12) so the cap, not the prior, bounds a flat direction
-        floor = 1e-12 / float(np.linalg.eigvalsh(cov).min())
-        unfloored = laplace_cov(target, x, floor)
-        std = np.sqrt(np.diag(unfloored[0])) if unfloored is not None else np.sqrt(np.diag(cov))
-        std = np.fmin(std, hei.PROFILE_FACTOR * hei.profile_width(logp, x, std))
-        stds.append(std)
-    stds = np.array(stds)
-    if not (np.all(np.isfinite(stds)) and np.all(stds > 0)):
-        raise ValueError(
-            "initial='auto': the Laplace Gaussians of the optima found have non-finite or zero "
-            "scales. Pass initial=pmt.Base(...) (a P_0 wider than the posterior) or "
-            "initial='prior'."
-        )
-    return _initial_from_components(modes.points, stds, modes.probabilities)
-
-
-def _initial_from_components(points, stds, masses) -> _AutoInitial:
-    """``P_0`` and ``h`` from factorised Gaussians (``points``, ``stds``) of masses ``masses``:
-    the moment-matched Gaussian of their mixture and its entropy bound (see
-    :func:`_auto_initial`)."""
-    weights = np.maximum(masses, 1e-3 * np.max(masses))
-    mixture = MixtureBase(
-        components=tuple(Base(mean=x, cov=s**2) for x, s in zip(points, stds, strict=True)),
-        weights=weights,
-    )
-    gaussian = mixture.gaussian()
-    w = mixture.weights / mixture.weights.sum()
-    return _AutoInitial(
-        np.array(gaussian.mean, dtype=float),
-        np.array(gaussian.std, dtype=float),
-        hei.mixture_entropy_bound(w, stds),
-        len(points),
-        np.sqrt(w @ stds**2),
-    )
-
-
-def _initial_gaussian(target: Target, initial, prior_base: Base | None, auto=None):
-    """Mean and sds of the factorised ``P_0`` from ``initial`` ("auto", "prior" or a Base)."""
-    if isinstance(initial, Base):
-        if initial.ndim != target.ndim:
-            raise ValueError(
-                f"The initial Base has dimension {initial.ndim}; the model's flat unconstrained "
-                f"space has {target.ndim}."
-            )
-        return np.array(initial.mean, dtype=float), np.array(initial.std, dtype=float)
-    if isinstance(initial, str) and initial == "prior":
-        return np.array(prior_base.mean, dtype=float), np.array(prior_base.std, dtype=float)
-    if isinstance(initial, str) and initial == "auto":
-        return auto.mean.copy(), AUTO_WIDEN * auto.std
-    raise ValueError(
-        f"initial must be 'auto', 'prior' or a pymc_tempering.Base, got {initial!r}."
-    )
-
-
-def _initial_and_bound(model, target, initial, entropy_lower_bound, n_prior_draws, seed):
-    """``P_0``'s mean and sds, the bound ``h`` of eq. (5), where it came from and (for
-    ``initial="auto"``) the number of optima found; checks eq. (5)."""
-    prior_base = auto = None
-    if isinstance(initial, str) and initial == "auto":
-        auto = _auto_initial(target, seed)
-    if (isinstance(initial, str) and initial == "prior") or (
-        entropy_lower_bound is None and auto is None
-    ):
-        try:
-            prior_base = fit_base(model, method="prior", n=n_prior_draws, random_seed=seed)
-        except ValueError as err:
-            raise ValueError(
-                "The prior cannot be drawn from on the unconstrained space, so neither "
-                "initial='prior' nor the default entropy_lower_bound is available. Pass "
-                "initial=pmt.Base(...) and an entropy_lower_bound (an upper estimate of the "
-                "posterior's entropy on the unconstrained space)."
-            ) from err
-    mean0, std0 = _initial_gaussian(target, initial, prior_base, auto)
-    if entropy_lower_bound is None and auto is not None:
-        h, source = auto.entropy_bound, "laplace_entropy"
-    elif entropy_lower_bound is None:
-        h, source = gaussian_entropy(prior_base.cov), "prior_gaussian_entropy"
-    else:
-        h, source = float(entropy_lower_bound), "user"
-    if not np.isfinite(h):
-        raise ValueError(
-            f"The entropy lower bound is {h}; pass a finite entropy_lower_bound (the prior's "
-            "unconstrained entropy could not be estimated)."
-        )
-    h0 = gaussian_entropy(std0**2)
-    if not h0 >= h - 1e-12 * max(1.0, abs(h)):
-        raise ValueError(
-            f"The initial distribution P_0 has entropy {h0:.4g}, below the bound "
-            f"h = {h:.4g} of eq. (5) ({source}). Ergodic inference needs a P_0 wider than "
-            "the target: widen `initial` (scale its standard deviations by at least "
-            f"{np.exp((h - h0) / target.ndim):.3g}) or lower `entropy_lower_bound`."
-        )
-    return mean0, std0, float(h), source, auto
 
 
 _PARAMETER_NAMES = {  # FitParameters field -> what the user knows it as
@@ -664,71 +473,6 @@ def _optimise(train, params, tuned, *, n_iterations, shape, rng, progressbar):
             f"the log density is finite); {_REMEDY}."
         )
     return history, average, float(seconds), skipped
-
-
-#: Standard errors of the Stein gap beyond which the calibration warns (or, when the gap never
-#: changes sign, gives up).
-CALIBRATION_K = 4.0
-
-
-def _calibrate_scale(approx: ErgodicApproximation, n: int, seed) -> tuple[float, float]:
-    """The factor on ``P_0``'s standard deviations that zeroes the Stein gap of ``P_T``.
-
-    Returns the factor and the Monte Carlo standard error of the gap at it (the precision of
-    the calibration). The tuned transitions are held fixed; the gap of ``n`` chains is a
-    function of the factor ``c`` alone when every evaluation reuses the same noise (common
-    random numbers), and :func:`~pymc_tempering.kernels.ergodic.calibrate_log_scale` finds its
-    root in ``log c``, never taking ``H(P_0)`` below the bound ``h``. The gap need not fall
-    as ``P_0`` widens (where the chain forgets its start it is flat); when it stays positive
-    for every factor tried but is within ``CALIBRATION_K`` standard errors of zero at ``P_0``'s
-    own scale (or at the bound), that scale is kept.
-    """
-    d = approx.ndim
-    rng = np.random.default_rng(seed)
-    eps0 = rng.standard_normal((n, d))
-    chain_seed = int(rng.integers(2**63))
-    h0 = gaussian_entropy(approx.initial_std**2)
-    lowest = (approx.entropy_lower_bound - h0) / d  # log c at the bound (<= 0)
-
-    @functools.cache  # brentq re-evaluates the bracket ends; each evaluation runs n chains
-    def terms(log_c):
-        x0 = approx.initial_mean + np.exp(log_c) * approx.initial_std * eps0
-        run = approx._run(n, np.random.default_rng(chain_seed), x0=x0)
-        return hei.stein_terms(run.x, run.score)
-
-    def gap(log_c):
-        value = float(np.mean(terms(float(log_c))))
-        if not np.isfinite(value):
-            raise DivergenceError(
-                f"Ergodic inference: calibrating the scale of P_0, the Stein gap became {value} "
-                f"with P_0 {np.exp(log_c):.3g} times wider (non-finite log density or gradient "
-                "at the chains' last states); use tune_initial=True or calibration_draws=0."
-            )
-        return value
-
-    try:
-        log_c = hei.calibrate_log_scale(gap, lowest)
-    except ValueError:
-        # The gap stayed positive however wide P_0 was made. It need not fall as P_0 widens:
-        # on the mixture of Gaussians target P_T does not depend on P_0's scale (the chain
-        # forgets its start), and on the ring chains from far away end inside the ring, which
-        # raises the gap. Where the gap at P_0's own scale (or at the bound) is within K
-        # standard errors of zero, keep that scale; otherwise P_T is too concentrated and the
-        # error stands.
-        log_c = max(lowest, 0.0)
-        value, value_se = hei.mean_and_se(terms(log_c))
-        if abs(value) > CALIBRATION_K * value_se:
-            raise
-    final, final_se = hei.mean_and_se(terms(float(log_c)))
-    if abs(final) > CALIBRATION_K * final_se:
-        warn(
-            f"Ergodic inference: after the Stein calibration the Stein gap of P_T is "
-            f"{final:.3g} +- {final_se:.2g} (zero for the target; negative: too dispersed) with "
-            "P_0 at its entropy bound: P_T does not match the posterior's spread, e.g. because "
-            "P_0 covers one mode of a multimodal posterior or the chain is too short. Pass a "
-            "wider initial=pmt.Base(...) and a lower entropy_lower_bound, or more n_steps."
-        )
-    return float(np.exp(log_c)), final_se
 
 
 def _approximation(target, params, average, tuned, n_leapfrog, h, history):
@@ -871,7 +615,7 @@ def fit_ergodic(
     _check_options(n_steps, n_leapfrog, n_particles, n_iterations, learning_rate, tune_initial,
                    calibration_draws, step_size)
     prior_seed, init_seed, noise_seed, calibration_seed = split_seed(random_seed, 4)
-    mean0, std0, h, bound_source, auto = _initial_and_bound(
+    mean0, std0, h, bound_source, auto = initial_and_bound(
         model, target, initial, entropy_lower_bound, n_prior_draws, prior_seed
     )
     if isinstance(step_size, str):  # "auto": leapfrog in P_0's units
@@ -908,7 +652,14 @@ def fit_ergodic(
                 "posterior (initial=pmt.Base(...)) or more n_iterations."
             )
     if tune_initial == "stein" and calibration_draws:
-        scale, gap_mcse = _calibrate_scale(approx, int(calibration_draws), calibration_seed)
+        def last_states(x0, rng):  # the tuned chain from given starts: x_T and the score
+            run = approx._run(len(x0), rng, x0=x0)
+            return run.x, run.score
+
+        scale, gap_mcse = calibrate_scale(
+            last_states, approx.initial_mean, approx.initial_std, approx.entropy_lower_bound,
+            int(calibration_draws), calibration_seed,
+        )
         approx.initial_std = approx.initial_std * scale
         approx.settings.update(calibration_scale=scale, calibration_gap_mcse=gap_mcse)
     approx.settings.update(

@@ -16,10 +16,10 @@ model's batched log density :meth:`~pymc_tempering.Target.batched_logp_graph`:
   :func:`compile_chain_sampler` compile them.
 - NumPy side: :func:`gaussian_entropy`, :func:`stein_terms` (the Stein gap),
   :func:`cycle_drift` (whether further cycles of the chain move its draws),
-  :func:`initial_step_sizes`, :func:`polyak_add` (Polyak-Ruppert averaging),
-  :func:`calibrate_log_scale` (the Brent root search of the Stein calibration),
-  :func:`profile_width` and :func:`mixture_entropy_bound` (for ``initial="auto"``'s ``P_0``,
-  built on the mode search of :mod:`pymc_tempering.base`).
+  :func:`initial_step_sizes`, :func:`polyak_add` (Polyak-Ruppert averaging).
+
+``P_0`` itself (``initial="auto"``, the entropy bound ``h`` and the Stein calibration of its
+scale) is built in :mod:`pymc_tempering.kernels.ergodic_initial`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ import pytensor
 import pytensor.tensor as pt
 from pymc.variational.updates import adam
 from pytensor.gradient import disconnected_grad
-from scipy.optimize import brentq
 from scipy.stats import norm
 
 from pymc_tempering.target import Target
@@ -61,9 +60,6 @@ __all__ = [
     "compile_training_step",
     "compile_chain_sampler",
     "polyak_add",
-    "calibrate_log_scale",
-    "profile_width",
-    "mixture_entropy_bound",
 ]
 
 LOG_2PI_E = float(np.log(2.0 * np.pi) + 1.0)
@@ -142,75 +138,6 @@ def cycle_drift(x_before, lp_before, x_after, lp_after) -> tuple[float, float]:
 #: :func:`cycle_drift`'s family-wise false-alarm rate (for draws of the target, more cycles are
 #: run needlessly with about this probability).
 CYCLE_DRIFT_ALPHA = 0.01
-
-
-#: ``initial="auto"`` caps each marginal sd of a mode's Laplace Gaussian at this many profile
-#: half-widths (:func:`profile_width`): a zero curvature along a ridge (the ring target at a
-#: lobe) would otherwise make ``P_0`` huge (78 wide there, with acceptance 0).
-PROFILE_FACTOR = 2.0
-
-
-def profile_width(logp, mode, guess, drop: float = 0.5, n_iter: int = 60) -> np.ndarray:
-    """Per coordinate, the distance from ``mode`` along the axis at which ``log pi*`` has dropped
-    by ``drop`` (0.5: one standard deviation of a Gaussian's conditional), mean of the two
-    directions. Found for all coordinates at once by doubling from ``guess`` and bisecting in
-    ``log t`` (one batched call of ``d`` points per direction and iteration); a direction that
-    never drops counts as infinitely wide.
-
-    Parameters
-    ----------
-    logp : callable
-        ``xs (n, d) -> log pi* (n,)``, batched.
-    mode : array_like, shape (d,)
-    guess : array_like, shape (d,)
-        First trial distances (non-finite or non-positive entries start at 1).
-    drop : float
-    n_iter : int
-
-    Returns
-    -------
-    ndarray, shape (d,)
-    """
-    mode = np.asarray(mode, dtype=float)
-    d = mode.size
-    lp0 = float(np.asarray(logp(mode[None]), dtype=float)[0])
-    widths = []
-    for sign in (1.0, -1.0):
-        lo, hi = np.zeros(d), np.where(np.isfinite(guess) & (guess > 0), guess, 1.0)
-        found = np.zeros(d, bool)
-        for _ in range(n_iter):
-            t = np.where(found, np.sqrt(np.maximum(lo, 1e-300) * hi), hi)
-            t = np.where(found & (lo == 0), 0.5 * hi, t)
-            points = mode + sign * np.diag(t)
-            with np.errstate(all="ignore"):
-                lp = np.asarray(logp(points), dtype=float)
-            dropped = ~np.isfinite(lp) | (lp0 - lp >= drop)
-            hi = np.where(dropped, t, hi)
-            lo = np.where(found & ~dropped, t, lo)
-            hi = np.where(~found & ~dropped, 2.0 * t, hi)
-            found |= dropped
-        widths.append(np.where(found, hi, np.inf))
-    return 0.5 * (widths[0] + widths[1])
-
-
-def mixture_entropy_bound(weights, stds) -> float:
-    """An upper bound on the entropy of a mixture of factorised Gaussians.
-
-    ``sum_k w_k H(N(m_k, diag(s_k^2))) + H(w)`` (the entropy of a mixture is at most the mean
-    entropy of its components plus the entropy of the component label); for one component it
-    is that Gaussian's entropy.
-
-    Parameters
-    ----------
-    weights : array_like, shape (k,)
-        Component weights (normalised here).
-    stds : array_like, shape (k, d)
-        Each component's standard deviations.
-    """
-    w = np.asarray(weights, dtype=float)
-    w = w / w.sum()
-    entropies = [gaussian_entropy(np.asarray(s, dtype=float) ** 2) for s in stds]
-    return float(w @ entropies - np.sum(w * np.log(w)))
 
 
 def initial_step_sizes(step_size, n_steps: int, rng: np.random.Generator) -> np.ndarray:
@@ -560,30 +487,3 @@ def compile_training_step(
 def polyak_add(sums: tuple, values) -> tuple:
     """One term of the Polyak-Ruppert average: ``sums + values``, entry by entry (pure)."""
     return tuple(total + value for total, value in zip(sums, values, strict=True))
-
-
-def calibrate_log_scale(gap: Callable[[float], float], lowest: float, highest: float = 5.0):
-    """The log factor ``log c >= lowest`` on ``P_0``'s sds that zeroes the Stein gap of ``P_T``.
-
-    ``gap(log_c)`` is the gap of a fixed set of chains (common random numbers) started from
-    ``P_0`` widened by ``c``; a wider ``P_0`` gives a lower gap. If the gap is not positive at
-    ``lowest`` (the entropy bound), ``lowest`` is returned; otherwise the root is bracketed by
-    steps of 0.5 in ``log c`` and found by Brent's method (``xtol=1e-3``).
-
-    Raises
-    ------
-    ValueError
-        If the gap stays positive beyond ``highest``.
-    """
-    if gap(lowest) > 0:
-        high = max(lowest, 0.0) + 0.25
-        while gap(high) > 0:
-            if high > highest:
-                raise ValueError(
-                    "Calibrating the scale of P_0: the last state of the tuned chain stays too "
-                    f"concentrated even with P_0 {np.exp(high):.3g} times wider. Use more "
-                    "n_iterations, a longer chain (n_steps) or tune_initial=True."
-                )
-            lowest, high = high, high + 0.5
-        lowest = brentq(gap, lowest, high, xtol=1e-3)
-    return lowest
