@@ -18,6 +18,8 @@ __all__ = [
     "radon_pooled_model",
     "radon_intercepts_model",
     "radon_log_marginal_likelihood",
+    "radon_scales_log_density",
+    "radon_log_evidence_on_grid",
     "kou_mixture_model",
     "kou_mixture_moments",
     "EIGHT_SCHOOLS_Y",
@@ -229,7 +231,7 @@ def radon_log_marginal_likelihood(
         For another ``model``.
     """
     _check_radon_model(model)
-    return _radon_log_evidence(data, model=model)
+    return radon_log_evidence_on_grid(data, model=model)
 
 
 def _gaussian_log_likelihood(y: np.ndarray, U: np.ndarray, county: np.ndarray | None = None):
@@ -278,7 +280,7 @@ def _log_scale_prior(distribution, u, scale=5.0):
     return distribution.logpdf(np.exp(u), scale=scale) + u
 
 
-def _radon_conditional(data: pd.DataFrame | None = None, model: str = "full"):
+def radon_scales_log_density(data: pd.DataFrame | None = None, model: str = "full"):
     """``log p(y | log scales) + log prior(log scales)`` of a radon model, vectorised.
 
     Returns a function of the model's log scales (broadcast arrays), in the order of
@@ -334,8 +336,10 @@ _RADON_GRIDS = {
 }
 
 
-def _radon_log_evidence(data, spacing=None, half_widths=None, *, model: str = "full") -> float:
-    """Trapezoidal rule for the integral of :func:`_radon_conditional` over the log scales.
+def radon_log_evidence_on_grid(
+    data, spacing=None, half_widths=None, *, model: str = "full"
+) -> float:
+    """Trapezoidal rule for the integral of :func:`radon_scales_log_density` over the log scales.
 
     ``spacing`` and ``half_widths`` (the grid's ``(lo, hi)`` offsets from the mode, per axis)
     default to the model's entry of ``_RADON_GRIDS``.
@@ -344,7 +348,7 @@ def _radon_log_evidence(data, spacing=None, half_widths=None, *, model: str = "f
     start, default_widths, default_spacing = _RADON_GRIDS[model]
     spacing = default_spacing if spacing is None else spacing
     half_widths = default_widths if half_widths is None else half_widths
-    log_density = _radon_conditional(data, model)
+    log_density = radon_scales_log_density(data, model)
     mode = optimize.minimize(
         lambda u: -log_density(*u), np.array(start), method="Nelder-Mead",
         options={"xatol": 1e-6, "fatol": 1e-9, "maxiter": 4000},

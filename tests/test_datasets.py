@@ -74,14 +74,14 @@ def test_radon_conditional_evidence_matches_the_model():
     other parameters, so one Newton step from any point reaches their mode and the Laplace
     formula ``logp(mode) + k/2 log 2 pi - 1/2 log det(-H)`` is their exact integral.
     """
-    from pymc_tempering.datasets import _radon_conditional
+    from pymc_tempering.datasets import radon_scales_log_density
 
     model = radon_model()
     gaussian = [model[name] for name in ("mu_alpha", "mu_beta", "alpha", "beta")]
     logp = model.compile_logp()
     dlogp = model.compile_dlogp(vars=gaussian)
     hessian = model.compile_d2logp(vars=gaussian, negate_output=False)
-    conditional = _radon_conditional()
+    conditional = radon_scales_log_density()
     rng = np.random.default_rng(seed(1))
     for scales in ([-1.8, 0.6, -0.32], [-3.0, -1.0, -0.2], [0.5, 2.0, 0.1]):
         point = {
@@ -101,12 +101,12 @@ def test_radon_conditional_evidence_matches_the_model():
 
 def test_radon_log_marginal_likelihood_quadrature_converged():
     """Half the spacing, or twice the grid, moves the estimate by less than 1e-6 nats."""
-    from pymc_tempering.datasets import _radon_log_evidence, radon_log_marginal_likelihood
+    from pymc_tempering.datasets import radon_log_evidence_on_grid, radon_log_marginal_likelihood
 
     value = radon_log_marginal_likelihood()
     assert -1049 < value < -1048
-    finer = _radon_log_evidence(None, spacing=(0.1, 0.2, 0.01))
-    wider = _radon_log_evidence(
+    finer = radon_log_evidence_on_grid(None, spacing=(0.1, 0.2, 0.01))
+    wider = radon_log_evidence_on_grid(
         None, spacing=(0.2, 0.4, 0.02), half_widths=((-40.0, 8.0), (-16.0, 32.0), (-0.5, 0.5))
     )
     assert abs(finer - value) < 1e-6
@@ -158,7 +158,7 @@ def test_radon_closed_form_matches_each_models_log_density(which):
     assert {v.name for v in model.value_vars} == {*coefficients, *scale_names}
     logp = model.compile_logp()
     dlogp = model.compile_dlogp(vars=gaussian)
-    conditional = datasets._radon_conditional(model=which)
+    conditional = datasets.radon_scales_log_density(model=which)
     shapes = [model.initial_point()[name].shape for name in coefficients]
     bounds = np.cumsum([0, *(int(np.prod(s)) for s in shapes)])
 
@@ -192,7 +192,7 @@ def test_radon_log_marginal_likelihood_quadrature_converged_for_each_model(
     """Half the spacing, or twice the grid, moves each estimate by less than 1e-6 nats."""
     from pymc_tempering.datasets import (
         _RADON_GRIDS,
-        _radon_log_evidence,
+        radon_log_evidence_on_grid,
         radon_log_marginal_likelihood,
     )
 
@@ -201,8 +201,8 @@ def test_radon_log_marginal_likelihood_quadrature_converged_for_each_model(
     _, half_widths, spacing = _RADON_GRIDS[which]
     np.testing.assert_allclose(finer, np.asarray(spacing) / 2)
     np.testing.assert_allclose(wider, 2 * np.asarray(half_widths))
-    assert abs(_radon_log_evidence(None, spacing=finer, model=which) - value) < 1e-6
-    assert abs(_radon_log_evidence(None, half_widths=wider, model=which) - value) < 1e-6
+    assert abs(radon_log_evidence_on_grid(None, spacing=finer, model=which) - value) < 1e-6
+    assert abs(radon_log_evidence_on_grid(None, half_widths=wider, model=which) - value) < 1e-6
 
 
 def test_radon_log_marginal_likelihood_full_by_default_and_refuses_unknown_models():

@@ -23,10 +23,10 @@ from pymc_tempering.estimators import log_ratio_of_means
 from pymc_tempering.datasets import (
     EIGHT_SCHOOLS_SIGMA,
     EIGHT_SCHOOLS_Y,
-    _radon_conditional,
     eight_schools_log_marginal_likelihood,
     eight_schools_model,
     radon_intercepts_model,
+    radon_scales_log_density,
 )
 from pymc_tempering.target import Target
 from pymc_tempering.transforms.funnel import funnel_correction, funnel_mass
@@ -149,7 +149,7 @@ def test_funnel_mass_needs_its_importance_sampling_on_radon_intercepts():
     sigma_alpha``); corrected by importance sampling the missing mass is 0 within ``K``
     standard errors of the draws and the sampling."""
     target = Target(radon_intercepts_model())
-    log_density = _radon_conditional(model="intercepts")
+    log_density = radon_scales_log_density(model="intercepts")
     grid = np.arange(-12, 1.5, 0.01)
     sigma = np.arange(-0.6, 0.2, 0.002)
     log_marginal = logsumexp(log_density(grid[:, None], sigma[None, :]), axis=1)
