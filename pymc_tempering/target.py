@@ -42,12 +42,10 @@ def _data_as_shared(outputs: list) -> list:
     are constants in the graph) replaced by a shared variable holding the same array.
 
     Numba cannot cache a compiled function that holds a large array (it warns ``Cannot cache
-    compiled function``), so every new process compiled such densities afresh: 4.7 s for the
-    minibatch gradient and 9.9 s for the exact pass of a 50,000-point logistic regression,
-    even with PyTensor's cache warm (1.2 and 1.4 s now). A shared variable is passed in at call
-    time instead. Used by :meth:`Target.compile_batched` and the point functions
-    (``Target.logp``, ``logp_and_grad``): ``sample_ct`` on a 50,000-point linear regression
-    took 14.1 to 15.3 s in a new process, 12.8 to 12.9 s with them cached.
+    compiled function``), so every new process would compile such densities afresh, even with
+    PyTensor's cache warm. A shared variable is passed in at call time instead. Used by
+    :meth:`Target.compile_batched` and the point functions (``Target.logp``,
+    ``logp_and_grad``).
     """
     constants = list(dict.fromkeys(  # in the graph's order, so every process builds the same
         v for v in ancestors(outputs)
@@ -272,13 +270,9 @@ class Target:
         are one Op (an ``OpFromGraph`` that PyTensor does not inline), which holds the model's
         graph once however often a graph calls it: the ergodic chain calls it at every leapfrog
         step of a ``scan`` and differentiates through them, and with the model's graph copied
-        into each call, rewriting the training step's graph took 25 of a fit's 39 s on a 2-D
-        Gaussian (warm caches; 7 s with the Op, and the whole fit 11 s; its draws agree to
-        1e-14, the compiled code fusing the operations otherwise). Inlined, the model's
-        operations fuse with the chain's, which pays where an evaluation is costly: on a
-        logistic regression with 500 observations of 4 covariates an iteration of the fit took
-        0.27 s inlined and 0.53 s through the Op, while compiling saved about 12 s, so
-        larger models get the copied graphs.
+        into each call, rewriting the training step's graph dominates a small model's fit.
+        Inlined, the model's operations fuse with the chain's, which pays where an evaluation
+        is costly, so larger models get the copied graphs.
         """
         if self.data_size > OP_MAX_DATA_SIZE:
             template, lp, grad = self._batched_template
@@ -310,9 +304,8 @@ class Target:
             generators = {r: np.random.default_rng(sq) for r, sq in zip(rngs, seeds, strict=True)}
             # A pm.Minibatch draws its indices inside the graph, from a NumPy Generator in a
             # shared variable; numba's dispatcher has no fast path for a Generator argument
-            # (numba/numba#4499) and types every argument in Python on every call: a call for
-            # 16 chains and batches of 200 took 81 microseconds, 25 with the indices drawn
-            # here with NumPy and passed in.
+            # and types every argument in Python on every call, which costs more than drawing
+            # the indices here with NumPy and passing them in.
             replace, indices = {}, {}
             for node, size, upper in _minibatches(outputs):
                 if size is None:
