@@ -196,7 +196,7 @@ def radon_log_marginal_likelihood(
     - ``"full"``, :func:`radon_model` (either parameterisation): 89 Gaussian parameters, 3-D
       over ``log sigma_alpha``, ``log sigma_beta``, ``log epsilon`` under their half-Cauchy(5)
       priors, 24 units of ``log sigma_alpha`` (its posterior has an exponential left tail), 24
-      of ``log sigma_beta`` and 0.5 of ``log epsilon``; about a second;
+      of ``log sigma_beta`` and 0.5 of ``log epsilon``;
     - ``"intercepts"``, :func:`radon_intercepts_model`: 87 Gaussian parameters, 2-D over
       ``log sigma_alpha`` and ``log sigma`` under their half-normal(5) priors, from 10 below
       to 3 above the mode in ``log sigma_alpha`` and 0.3 either side in ``log sigma``. To the

@@ -183,7 +183,7 @@ def driver_result(
     PyMC's convergence checks (:func:`warn_convergence`) and, for a model without
     minibatches, a mode search's optima that the draws never came near
     (:func:`warn_missed_modes`); without it (weighted draws) the weighted draws' effective
-    sample size (:func:`~pymc_tempering.contract.warn_weighted_ess`).
+    sample size (:func:`~pymc_tempering.report.warn_weighted_ess`).
     """
     extra_posterior = build_kwargs.pop("extra_posterior", None)
     sampled = draws_to_datatree(

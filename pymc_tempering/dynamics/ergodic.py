@@ -12,12 +12,13 @@ subject to ``H(P_0) > h`` (eq. 5). Gradients use the reparameterisation of eqs. 
 of eq. (8), differentiated by PyTensor through the whole chain. With ``stop_gradient`` (section
 3.2) the gradient is stopped at the input ``x_{t-1}`` of every transition.
 
-The numerics (the chain graph, the objective, the ways of tuning ``P_0``, the averaging and the
-Stein calibration) are in :mod:`pymc_tempering.kernels.ergodic`; this module validates the
-settings, runs the optimisation through :func:`~pymc_tempering.driver.run_kernel` (one Adam
-iteration per step, PyMC's :func:`pymc.variational.updates.adam`) and holds the result,
-:class:`ErgodicApproximation`, whose :meth:`~ErgodicApproximation.sample` returns the library's
-layout.
+The numerics (the chain graph, the objective, the ways of tuning ``P_0``, the averaging) are in
+:mod:`pymc_tempering.kernels.ergodic`, and ``P_0`` itself (its construction, the bound ``h`` and
+the Stein calibration of its scale) in :mod:`pymc_tempering.kernels.ergodic_initial`; this
+module validates the settings, runs the optimisation through
+:func:`~pymc_tempering.driver.run_kernel` (one Adam iteration per step, PyMC's
+:func:`pymc.variational.updates.adam`) and holds the result, :class:`ErgodicApproximation`, whose
+:meth:`~ErgodicApproximation.sample` returns the library's layout.
 """
 
 from __future__ import annotations
@@ -252,20 +253,18 @@ class ErgodicApproximation:
 
         Each draw is the last state of its own chain, started from a fresh draw of ``P_0``, so
         the draws are independent and equally weighted (``log_weight`` is zero). The fitted
-        ``P_T`` is only near the posterior (a finite chain from a Gaussian start; on an
-        ordinary normal model with a half-normal scale its draws of the mean were 8% too
-        spread). Every tuned transition leaves the posterior invariant, so carrying the draws
-        through the ``T`` transitions once more can only bring them closer to it: by default
-        the chains run further cycles of the ``T`` transitions, doubling their number (2, 4,
-        8, ...), until the last doubling changed no coordinate's mean, no coordinate's spread
-        and not the mean log density beyond chance
-        (:func:`~pymc_tempering.kernels.ergodic.cycle_drift`, paired z-scores against a
-        Bonferroni bound at family-wise rate 0.01), up to ``max_cycles`` cycles in all. A
-        chain that approaches the posterior by steps too small to show over the cycles
-        compared can pass the check while still off; no number of cycles moves mass
+        ``P_T`` is only near the posterior (a finite chain from a Gaussian start). Every tuned
+        transition leaves the posterior invariant, so carrying the draws through the ``T``
+        transitions once more can only bring them closer to it: by default the chains run
+        further cycles of the ``T`` transitions, doubling their number (2, 4, 8, ...), until
+        the last doubling changed no coordinate's mean, no coordinate's spread and not the mean
+        log density beyond chance (:func:`~pymc_tempering.kernels.ergodic.cycle_drift`, paired
+        z-scores against a Bonferroni bound at family-wise rate 0.01), up to ``max_cycles``
+        cycles in all. A chain that approaches the posterior by steps too small to show over the
+        cycles compared can pass the check while still off; no number of cycles moves mass
         between modes that the transitions cannot cross (``P_0`` sets those weights); and a
-        chain that ``P_0`` started where the tuned transitions reject every proposal (far in
-        a tail) stays there: such draws are marked ``stuck`` and the run warns.
+        chain that ``P_0`` started where the tuned transitions reject every proposal (far in a
+        tail) stays there: such draws are marked ``stuck`` and the run warns.
 
         Parameters
         ----------
@@ -534,26 +533,22 @@ def fit_ergodic(
         Leapfrog steps per transition.
     initial : "auto", "prior" or Base
         ``P_0``. ``"auto"``: from the optima of the library's base,
-        ``fit_base(method="laplace")``, whose mode search
-        (:func:`~pymc_tempering.find_modes`) runs L-BFGS from 32 prior draws (for an
-        improper prior such as ``pm.Flat``, ``fit_ergodic`` searches from 32 points jittered
-        by ``U(-1, 1)`` around the model's initial point), the Laplace Gaussian of each
-        optimum found (marginal sds capped
-        at twice the profile half-width along each axis), and ``P_0`` centred at the mean of
-        the Gaussian moment-matched to their mixture with ``AUTO_WIDEN`` (2) times its marginal
-        standard deviations: for one optimum, the mode and twice its Laplace sds; for several,
-        a diagonal wide enough to cover every optimum. Where the search finds no optimum (the
-        funnel of a centred hierarchical model, whose density is unbounded at its neck), or,
-        on a model with proper priors, the optima's Laplace mixture fails the importance-sampling
-        check of ``fit_base(method="laplace")`` (its log Z estimate more than a nat from the
-        Laplace mass: the non-centred eight schools' joint mode at ``tau`` about 29, far from
-        the posterior's mass), the ADVI fits with which that base then replaces them take
-        the optima's place
-        (``settings["initial_source"]`` is ``"advi"``, else ``"modes"``). The fit does not
-        depend on the units or location of the parameters; ``settings["initial_modes"]``
-        counts the optima (or ADVI fits).
-        ``"prior"``: the diagonal of the Gaussian
-        moment-matched to prior draws on the unconstrained space. Or a
+        ``fit_base(method="laplace")``, whose mode search (:func:`~pymc_tempering.find_modes`)
+        runs L-BFGS from 32 prior draws (for an improper prior such as ``pm.Flat``, from 32
+        points jittered by ``U(-1, 1)`` around the model's initial point): the Laplace Gaussian
+        of each optimum found (marginal sds capped at twice the profile half-width along each
+        axis), and ``P_0`` centred at the mean of the Gaussian moment-matched to their mixture
+        with ``AUTO_WIDEN`` (2) times its marginal standard deviations: for one optimum, the
+        mode and twice its Laplace sds; for several, a diagonal wide enough to cover every
+        optimum. Where the search finds no optimum (the funnel of a centred hierarchical model,
+        whose density is unbounded at its neck), or, on a model with proper priors, the optima's
+        Laplace mixture fails the importance-sampling check of ``fit_base(method="laplace")``
+        (its log Z estimate more than a nat from the Laplace mass, as for a joint mode far from
+        the posterior's mass), the ADVI fits with which that base then replaces them take the
+        optima's place (``settings["initial_source"]`` is ``"advi"``, else ``"modes"``). The
+        fit does not depend on the units or location of the parameters;
+        ``settings["initial_modes"]`` counts the optima (or ADVI fits). ``"prior"``: the
+        diagonal of the Gaussian moment-matched to prior draws on the unconstrained space. Or a
         :class:`~pymc_tempering.Base`'s mean and marginal standard deviations.
     entropy_lower_bound : float, optional
         The bound ``h`` of eq. (5). Default: with ``initial="auto"``, an upper bound on the
@@ -622,8 +617,7 @@ def fit_ergodic(
         steps0 = hei.initial_step_sizes(AUTO_STEP_RANGE, n_steps, np.random.default_rng(init_seed))
         # P_0's units; with several optima (initial="auto"), P_0's spread is the distance
         # between them, and the units are one optimum's Laplace sds (root-mean-square over
-        # the optima). Measured on the ring target: twice those (P_0's factor) left the middle
-        # transitions accepting 20-30% and -E[log pi*] at 0.968 against 0.783; once, 0.782.
+        # the optima), not P_0's widened ones.
         unit = std0 if auto is None or auto.n_modes == 1 else auto.local_std
         momentum_variance0 = 1.0 / unit**2
     else:

@@ -474,7 +474,7 @@ def compile_training_step(
     obj = emlbo(target, params, eps0, eps_r, u, n_leapfrog, stop_gradient)
     tuned, grads = tuning_gradients(obj, params, tune_initial)
     # Shared, not constants: fits that differ only in these reuse the compiled step (numba's
-    # cache is keyed by the graph, constants included; a first compile is 30 s or more).
+    # cache is keyed by the graph, constants included, and a first compile is slow).
     learning_rate = pytensor.shared(np.float64(learning_rate), name="learning_rate")
     h = pytensor.shared(np.float64(h), name="entropy_lower_bound")
     updates, finite = constrained_adam(grads, tuned, params, learning_rate, h, target.ndim)

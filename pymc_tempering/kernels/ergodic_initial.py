@@ -55,8 +55,8 @@ __all__ = [
 # ------------------------------------------------------------------------------ NumPy helpers
 
 #: ``initial="auto"`` caps each marginal sd of a mode's Laplace Gaussian at this many profile
-#: half-widths (:func:`profile_width`): a zero curvature along a ridge (the ring target at a
-#: lobe) would otherwise make ``P_0`` huge (78 wide there, with acceptance 0).
+#: half-widths (:func:`profile_width`): a zero curvature along a ridge (a ring-shaped target
+#: at a lobe) would otherwise make ``P_0`` arbitrarily wide and the chain accept nothing.
 PROFILE_FACTOR = 2.0
 
 

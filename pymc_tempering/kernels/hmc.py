@@ -189,7 +189,7 @@ def step(
     -------
     state : TemperedState
         The accepted proposal or the unchanged state, per chain.
-    info : pymc_tempering.driver.Info
+    info : pymc_tempering.kernels.Info
         ``acceptance_rate`` (n,): the Metropolis acceptance probability ``min(1, exp(-dH))``;
         ``diverging`` (n,): the proposal's energy is not finite or exceeds the start's by more
         than :data:`MAX_ENERGY_ERROR` (as PyMC's NUTS decides); ``energy`` (n,): the

@@ -102,7 +102,7 @@ def anneal_step(
 
     ``step_size`` is jittered per run (:func:`pymc_tempering.kernels.hmc.jittered`); ``rng``
     draws the jitter, then what :func:`pymc_tempering.kernels.hmc.step` draws. Returns the new
-    state and the HMC step's :class:`~pymc_tempering.driver.Info`.
+    state and the HMC step's :class:`~pymc_tempering.kernels.Info`.
     """
     n = state.index + 1
     pos = state.position
