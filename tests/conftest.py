@@ -11,9 +11,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 
-#: The test files that take most of the default run, heaviest first (their tests' seconds in a
-#: run of 2026-11-27 on a 2-core machine, less the three tests since marked slow: 190, 159, 84,
-#: 73, 72, 67, 67, 63, 59, 46, 41, 34, 30; no other file above 22). pytest-xdist's
+#: Where the tests are: :data:`HEAVIEST_FILES` names files by their path relative to it.
+TESTS = Path(__file__).parent
+
+#: The test files that take most of the default run, heaviest first, as paths relative to
+#: ``tests/`` (two files may share a name in different folders). pytest-xdist's
 #: ``--dist loadfile`` gives each worker whole files in collection order
 #: (``--no-loadscope-reorder`` in ``pyproject.toml``; by default it orders them by their number
 #: of tests, which put these last): longest first, so that neither worker ends on a long file
@@ -21,16 +23,16 @@ logging.getLogger("pymc").setLevel(logging.ERROR)
 HEAVIEST_FILES = (
     "test_warmup.py",
     "test_tact.py",
-    "test_continuous_tempering.py",
-    "test_ergodic.py",
-    "test_pseudo_extended.py",
+    "transforms/test_continuous_tempering.py",
+    "dynamics/test_ergodic.py",
+    "transforms/test_pseudo_extended.py",
     "test_conformance.py",
-    "test_modes.py",
-    "test_black_box.py",
+    "bases/test_modes.py",
+    "transforms/test_continuous_tempering_defaults.py",
     "test_replica_exchange.py",
-    "test_funnel.py",
+    "transforms/test_funnel.py",
     "test_datasets.py",
-    "test_gibbs_inverse_temperature.py",
+    "step_methods/test_gibbs_inverse_temperature.py",
     "test_tact_minibatch.py",
 )
 
@@ -39,7 +41,13 @@ def pytest_collection_modifyitems(config, items):
     """Run :data:`HEAVIEST_FILES` first, in that order; the other files after them, in their
     collection order (a stable sort: the tests of a file keep theirs)."""
     rank = {name: i for i, name in enumerate(HEAVIEST_FILES)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+    def key(item):
+        path = item.path
+        return rank.get(path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else "",
+                        len(rank))
+
+    items.sort(key=key)
 
 
 @pytest.fixture
