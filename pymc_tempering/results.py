@@ -1,6 +1,6 @@
 """The one place that builds the result ``DataTree`` every method returns.
 
-Layout (see DESIGN.md):
+Layout (``docs/results.md`` describes it for users):
 
 - ``posterior``: the original model's variables under their own names and dims, in constrained
   space, plus method variables (``inverse_temperature``, ``temperature_control``, ...);
@@ -32,15 +32,12 @@ from xarray import DataTree
 from pymc_tempering.target import Target
 
 # Relative resolution of a reported log Z. A base proportional to the target up to rounding (the
-# Laplace base of a Gaussian target) makes the Monte Carlo standard error vanish (3e-10 nats for
-# continuous tempering and 3e-15 for AIS on Gaussian targets), while a model's log density is
-# only as accurate as its constants: PyTensor makes a Python float with no fractional part
-# (sigma=2e4, 2.0) a float32 constant (pymc-devs/pytensor#1913), so log(sigma) carries float32
-# rounding, up to 6e-8 relative. Measured against closed forms: 6.6e-9 |log Z| on the conjugate
-# normal, 1.9e-9 on the linear-Gaussian hierarchy, 3.1e-8 on a normal mean with sigma=2e4 and
-# 100,000 data (log Z = -1.13e6; the estimate agrees with quadrature of PyMC's own log density
-# to 1e-9 relative). The reported standard error is at least this times max(1, |log Z|). Where
-# the terms of a log density cancel (log Z far smaller than its parts), rounding can exceed it.
+# Laplace base of a Gaussian target) makes the Monte Carlo standard error vanish, while a model's
+# log density is only as accurate as its constants: PyTensor makes a Python float with no
+# fractional part (sigma=2e4, 2.0) a float32 constant, so log(sigma) carries float32 rounding,
+# up to 6e-8 relative. The reported standard error is at least this times max(1, |log Z|).
+# Where the terms of a log density cancel (log Z far smaller than its parts), rounding can
+# exceed it.
 NUMERICAL_RESOLUTION = 1e-7
 
 
@@ -50,7 +47,7 @@ def numerical_floor(log_z: float) -> float:
 
 __all__ = [
     "build_result", "base_group", "check_result", "flat_draws_from_result", "METHOD_VARIABLES",
-    "PSEUDO_SAMPLE", "constrained_draws", "draws_to_datatree",
+    "PSEUDO_SAMPLE", "constrained_draws", "draws_to_datatree", "rebuild_posterior", "add_rounds",
 ]
 
 # Names of the method variables a result's posterior may hold beside the model's own.
@@ -265,9 +262,9 @@ def flat_draws_from_result(idata: DataTree) -> np.ndarray:
 def constrained_draws(target: Target, x: np.ndarray) -> dict[str, np.ndarray]:
     """The model's constrained variables and deterministics at flat draws ``(..., ndim)``.
 
-    One call per draw of the function the :class:`Target` compiled with its log density. A
-    batched function (the graph vectorised over draws) took 3.5 s to compile on the
-    92-parameter radon model, where the 4000 calls take 0.09 s.
+    One call per draw of the function the :class:`Target` compiled with its log density: a
+    batched function (the graph vectorised over draws) would cost a compilation of its own,
+    far longer on a large model than the calls.
     """
     x = np.asarray(x, dtype=float)
     lead = x.shape[:-1]
@@ -312,3 +309,36 @@ def draws_to_datatree(
             sample_stats, inference_library=pymc, coords=coords, dims={}
         )
     return DataTree.from_dict(groups)
+
+
+def rebuild_posterior(
+    sampled: DataTree, target: Target, x: np.ndarray, extra_posterior: dict[str, np.ndarray]
+) -> DataTree:
+    """``sampled`` with its ``posterior`` rebuilt from the flat draws ``x`` (chain, draw, ndim).
+
+    The new posterior is :func:`draws_to_datatree`'s (the model's variables, constrained, with
+    their dims, and the transformed value variables under their value names) with
+    ``extra_posterior`` beside them and the old posterior's attrs; the other groups are kept.
+    """
+    posterior = sampled["posterior"]
+    rebuilt = draws_to_datatree(target, x, extra_posterior=extra_posterior)["posterior"]
+    rebuilt = rebuilt.to_dataset()
+    rebuilt.attrs = dict(posterior.attrs)
+    groups = {f"/{name}": sampled[name].to_dataset() for name in sampled.children}
+    groups["/posterior"] = rebuilt
+    return DataTree.from_dict(groups)
+
+
+def add_rounds(result: DataTree, rounds: list[dict], attrs: dict) -> DataTree:
+    """Record a method's earlier runs and its settings in ``result`` (in place; returned).
+
+    ``rounds`` holds one record of scalars per earlier run, all with the same keys; they become
+    the ``bootstrap`` group (dim ``round``), absent when there is none. ``attrs`` are scalar
+    settings for the root attrs (a ``None`` is left out).
+    """
+    if rounds:
+        result["bootstrap"] = DataTree(
+            xr.Dataset({k: ("round", [r[k] for r in rounds]) for k in rounds[0]})
+        )
+    result.attrs.update(_check_scalar_attrs(attrs))
+    return result

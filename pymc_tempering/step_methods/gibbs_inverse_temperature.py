@@ -30,10 +30,10 @@ from pymc_tempering.bases import Base, prepare_base
 from pymc_tempering.results import INVERSE_TEMPERATURE
 from pymc_tempering.contract import check_sampler_args, reproducible, pm_sample_kwargs, seed_attrs
 from pymc_tempering.transforms.continuous_tempering import (
-    _check_extension_args,
-    ct_result,
+    BootstrapPolicy,
+    TemperedSampling,
+    check_extension_args,
     run_with_bootstrap,
-    stored_variables,
     tempered_model,
 )
 
@@ -273,7 +273,8 @@ def sample_gibbs_ct(
     draws, tune, chains : int
         As in :func:`pymc.sample`.
     base : Base, optional
-        Base density. Default: the base :func:`~pymc_tempering.sample_ct` fits (through :func:`~pymc_tempering.bases.prepare_base`).
+        Base density. Default: the base :func:`~pymc_tempering.sample_ct` fits (through
+        :func:`~pymc_tempering.bases.prepare_base`).
     log_zeta : float, optional
         As in :func:`~pymc_tempering.sample_ct`.
     bootstrap, bootstrap_draws : int
@@ -326,57 +327,29 @@ def sample_gibbs_ct(
     draws, tune, chains = check_sampler_args(draws, tune, chains)
     if target_accept is None:
         target_accept = 0.9 if x_step == "nuts" else 0.65  # PyMC's HMC default
-    _check_extension_args(target_accept, max_extensions, target_se, max_time)  # before the fit
+    check_extension_args(target_accept, max_extensions, target_se, max_time)  # before the fit
     pm_sample_kwargs("pymc", sample_kwargs)  # refused here, if at all, not after the base fit
     target, base, log_zeta, seed = prepare_base(model, base, log_zeta, random_seed, progressbar)
     x_cls = pm.NUTS if x_step == "nuts" else pm.HamiltonianMC
-    settings = {
-        "nuts_sampler": "pymc",
-        "x_step": x_step,
-        "chains": chains,
-        **seed_attrs(random_seed),
-    }
 
-    def run(base, log_zeta, draws, tune, seed, target_accept):
-        gibbs_model = gibbs_tempered_model(target.model, base, log_zeta)
-        with gibbs_model:
-            beta_step = GibbsInverseTemperature([gibbs_model[INVERSE_TEMPERATURE]])
-            x_vars = [v for v in gibbs_model.value_vars if v.name != INVERSE_TEMPERATURE]
-            steps = [x_cls(x_vars, target_accept=target_accept), beta_step]
-        sampled = pm.sample(
-            draws,
-            tune=tune,
-            chains=chains,
-            step=steps,
-            nuts_sampler="pymc",
-            random_seed=seed,
-            progressbar=progressbar,
-            model=gibbs_model,
-            var_names=stored_variables(gibbs_model),
-            **pm_sample_kwargs("pymc", sample_kwargs),
-        )
-        return ct_result(
-            sampled,
-            target,
-            base,
-            log_zeta,
-            method="gibbs_continuous_tempering",
-            attrs={**settings, "draws": int(draws), "tune": int(tune)},
-        )
+    def steps(gibbs_model, target_accept):
+        beta_step = GibbsInverseTemperature([gibbs_model[INVERSE_TEMPERATURE]])
+        x_vars = [v for v in gibbs_model.value_vars if v.name != INVERSE_TEMPERATURE]
+        return [x_cls(x_vars, target_accept=target_accept), beta_step]
 
-    return run_with_bootstrap(
-        run,
-        target,
-        base,
-        log_zeta,
-        seed,
-        bootstrap,
-        bootstrap_draws,
-        draws,
-        tune,
-        target_accept,
-        max_extensions,
-        target_se,
-        max_time,
-        start,
+    sampling = TemperedSampling(
+        build=gibbs_tempered_model,
+        method="gibbs_continuous_tempering",
+        chains=chains,
+        nuts_sampler="pymc",
+        progressbar=progressbar,
+        sample_kwargs=sample_kwargs,
+        attrs={
+            "nuts_sampler": "pymc", "x_step": x_step, "chains": chains, **seed_attrs(random_seed)
+        },
+        steps=steps,
     )
+    policy = BootstrapPolicy(
+        bootstrap, bootstrap_draws, target_accept, max_extensions, target_se, max_time
+    )
+    return run_with_bootstrap(sampling, target, base, log_zeta, seed, draws, tune, policy, start)

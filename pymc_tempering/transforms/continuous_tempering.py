@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import numbers
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
-import xarray as xr
 from pymc.model import modelcontext
 from scipy.special import expit, logsumexp
-from xarray import DataTree
 
 from pymc_tempering.bases import (
     Base,
@@ -37,9 +38,10 @@ from pymc_tempering.transforms.funnel import funnel_correction, funnel_mass
 from pymc_tempering.results import (
     INVERSE_TEMPERATURE,
     TEMPERATURE_CONTROL,
+    add_rounds,
     base_group,
     build_result,
-    draws_to_datatree,
+    rebuild_posterior,
 )
 from pymc_tempering.contract import (
     check_sampler_args,
@@ -171,7 +173,7 @@ def sample_ct(
     draws of the original model and its log marginal likelihood. Warns when
     :func:`~pymc_tempering.diagnose` finds a problem, and, as :func:`pymc.sample` does, when the
     weighted draws are worth fewer than 100 draws per chain for some entry
-    (:func:`~pymc_tempering.contract.warn_weighted_ess`).
+    (:func:`~pymc_tempering.report.warn_weighted_ess`).
 
     Parameters
     ----------
@@ -194,8 +196,7 @@ def sample_ct(
         for a Laplace one) and an importance-sampling
         estimate from 1000 base draws (:func:`estimate_log_zeta`). Both are stochastic lower
         bounds on log Z; the tighter one spreads the inverse temperature over (0, 1) instead
-        of piling it up at 1 (on a 53-parameter hierarchical model the ELBO is 8 nats low, the
-        importance-sampling estimate within 0.5).
+        of piling it up at 1 (on hierarchical models the ELBO can be several nats low).
     bootstrap : int or None
         Rounds of the bootstrap of section 6 before the final run: each round runs
         ``bootstrap_draws`` tuning and draws per chain, then takes as the next base the
@@ -206,15 +207,14 @@ def sample_ct(
         (Kish) updates ``log_zeta`` only. The default (``None``) is no round for the base
         fitted here (``fit_base(method="laplace")``: a Laplace mixture whose ``log_zeta`` passed
         an importance-sampling check, or ADVI fits started at the mode search's optima) and one
-        round for a base you pass, whose fit this function knows nothing of. A round costs a
-        compilation of the model by ``nutpie`` (3-5 s on two cores, most of a run on small
-        models). Measured on the alpha-non-centred radon model (ADVI base), two seeds: without
-        a round 0.06 and -0.02 nats off in 17-21 s, with one 0.14 and 0.12 off in 34-45 s.
+        round for a base you pass, whose fit this function knows nothing of. A round costs
+        one more compilation of the extended model (with ``nutpie``, most of a run on a small
+        model).
     bootstrap_draws : int
     target_accept : float
         NUTS's target acceptance rate. 0.9 rather than PyMC's 0.8: one step size serves the
-        whole path from the base to the target, and at 0.8 thin or curved targets diverged
-        (40 to 65 divergences in 4000 draws on the 2-D Gaussian shells, 9 to 11 at 0.9).
+        whole path from the base to the target, and at 0.8 thin or curved targets (Gaussian
+        shells) diverged several times as often.
     max_extensions : int
         The budget of self-extension: how many times the final run may be repeated while
         :func:`~pymc_tempering.diagnose` finds a problem, each time with what the problem asks
@@ -268,70 +268,40 @@ def sample_ct(
     -----
     The estimates are only as good as the exploration of ``beta``: the chains must visit both
     ``beta`` near 0 (the base) and near 1 (the target). A base that misses a mode of the target
-    is not corrected by tempering; the default base covers the modes its mode search found. Read the warnings, or :func:`~pymc_tempering.diagnose`.
+    is not corrected by tempering; the default base covers the modes its mode search found.
+    Read the warnings, or :func:`~pymc_tempering.diagnose`.
     """
     start = time.perf_counter()
-    if bootstrap is not None:
-        _check_bootstrap(bootstrap)
-    _check_extension_args(target_accept, max_extensions, target_se, max_time)
+    policy = BootstrapPolicy(
+        (0 if base is None else 1) if bootstrap is None else bootstrap,
+        bootstrap_draws, target_accept, max_extensions, target_se, max_time,
+    )
     draws, tune, chains = check_sampler_args(draws, tune, chains)
-    if bootstrap is None:
-        bootstrap = 0 if base is None else 1
     # the pm.sample keywords are refused here, if at all, not after the base fit
     pm_sample_kwargs(nuts_sampler, {**sample_kwargs, "target_accept": target_accept})
     target, base, log_zeta, seed = prepare_base(model, base, log_zeta, random_seed, progressbar)
-    settings = {
-        "nuts_sampler": nuts_sampler or "default",
-        "chains": chains,
-        **seed_attrs(random_seed),
-    }
-
-    def run(base, log_zeta, draws, tune, seed, target_accept):
-        tempered = continuously_tempered_model(target.model, base, log_zeta)
-        sampled = pm.sample(
-            draws,
-            tune=tune,
-            chains=chains,
-            nuts_sampler=nuts_sampler,
-            random_seed=seed,
-            progressbar=progressbar,
-            model=tempered,
-            var_names=stored_variables(tempered),
-            **pm_sample_kwargs(nuts_sampler, {**sample_kwargs, "target_accept": target_accept}),
-        )
-        return ct_result(
-            sampled,
-            target,
-            base,
-            log_zeta,
-            method="continuous_tempering",
-            attrs={**settings, "draws": int(draws), "tune": int(tune)},
-        )
-
-    return run_with_bootstrap(
-        run,
-        target,
-        base,
-        log_zeta,
-        seed,
-        bootstrap,
-        bootstrap_draws,
-        draws,
-        tune,
-        target_accept,
-        max_extensions,
-        target_se,
-        max_time,
-        start,
+    sampling = TemperedSampling(
+        build=continuously_tempered_model,
+        method="continuous_tempering",
+        chains=chains,
+        nuts_sampler=nuts_sampler,
+        progressbar=progressbar,
+        sample_kwargs=sample_kwargs,
+        attrs={
+            "nuts_sampler": nuts_sampler or "default", "chains": chains, **seed_attrs(random_seed)
+        },
     )
+    return run_with_bootstrap(sampling, target, base, log_zeta, seed, draws, tune, policy, start)
 
 
-def _check_bootstrap(bootstrap) -> None:
+def check_bootstrap(bootstrap) -> None:
+    """Refuse a number of bootstrap rounds that is not an integer >= 0 (``ValueError``)."""
     if not isinstance(bootstrap, int | np.integer) or bootstrap < 0:
         raise ValueError(f"bootstrap must be a number of rounds >= 0, got {bootstrap!r}.")
 
 
-def _check_extension_args(target_accept, max_extensions, target_se=None, max_time=None) -> None:
+def check_extension_args(target_accept, max_extensions, target_se=None, max_time=None) -> None:
+    """Refuse settings of :func:`run_with_bootstrap`'s extensions out of range (``ValueError``)."""
     if not 0 < target_accept < 1:
         raise ValueError(f"target_accept must be in (0, 1), got {target_accept!r}.")
     if not isinstance(max_extensions, int | np.integer) or max_extensions < 0:
@@ -347,6 +317,109 @@ def _check_extension_args(target_accept, max_extensions, target_se=None, max_tim
 def _positive(value) -> bool:
     """Whether ``value`` is a real number above 0 (not a bool, a string or NaN)."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0
+
+
+@dataclass(frozen=True)
+class BootstrapPolicy:
+    """How :func:`run_with_bootstrap` refines the base before the final run and extends it after.
+
+    Checked when made (:func:`check_bootstrap`, :func:`check_extension_args`).
+
+    Attributes
+    ----------
+    bootstrap : int
+        Rounds of the bootstrap of section 6 before the final run.
+    bootstrap_draws : int
+        Tuning steps and draws per chain of each round.
+    target_accept : float
+        NUTS's target acceptance rate of the first run; an extension after divergences raises it.
+    max_extensions : int
+        How many times the final run may be repeated while it has a problem.
+    target_se : float or None
+        The standard error of log Z above which the final run is repeated (``None``: any).
+    max_time : float or None
+        A wall-clock budget in seconds for the whole call (``None``: none).
+    """
+
+    bootstrap: int
+    bootstrap_draws: int
+    target_accept: float = 0.9
+    max_extensions: int = 2
+    target_se: float | None = None
+    max_time: float | None = None
+
+    def __post_init__(self):
+        check_bootstrap(self.bootstrap)
+        check_extension_args(self.target_accept, self.max_extensions, self.target_se, self.max_time)
+
+
+class TemperedSampling(NamedTuple):
+    """How :func:`run_tempered` samples a continuously tempered model, whatever its base.
+
+    Attributes
+    ----------
+    build : callable
+        ``build(model, base, log_zeta)`` returns the extended model
+        (:func:`continuously_tempered_model`, or the Gibbs one).
+    method : str
+        The result's ``attrs["method"]``.
+    chains : int
+    nuts_sampler : str or None
+        Passed to :func:`pymc.sample`.
+    progressbar : bool
+    sample_kwargs : dict
+        Further :func:`pymc.sample` keywords.
+    attrs : dict
+        Scalar settings for the result's attrs.
+    steps : callable, optional
+        ``steps(extended_model, target_accept)``, called in the extended model's context,
+        returns the step methods for :func:`pymc.sample`. ``None`` (default): PyMC's NUTS,
+        with ``target_accept`` among the ``pm.sample`` keywords.
+    """
+
+    build: Callable
+    method: str
+    chains: int
+    nuts_sampler: str | None
+    progressbar: bool
+    sample_kwargs: dict
+    attrs: dict
+    steps: Callable | None = None
+
+
+def run_tempered(
+    sampling: TemperedSampling, target: Target, base: Base, log_zeta: float, draws: int,
+    tune: int, seed, target_accept: float,
+):
+    """One run of a continuously tempered model: build, sample and weigh it (:func:`ct_result`)."""
+    tempered = sampling.build(target.model, base, log_zeta)
+    kwargs = dict(sampling.sample_kwargs)
+    step = None
+    if sampling.steps is None:
+        kwargs["target_accept"] = target_accept
+    else:
+        with tempered:
+            step = sampling.steps(tempered, target_accept)
+    sampled = pm.sample(
+        draws,
+        tune=tune,
+        chains=sampling.chains,
+        step=step,
+        nuts_sampler=sampling.nuts_sampler,
+        random_seed=seed,
+        progressbar=sampling.progressbar,
+        model=tempered,
+        var_names=stored_variables(tempered),
+        **pm_sample_kwargs(sampling.nuts_sampler, kwargs),
+    )
+    return ct_result(
+        sampled,
+        target,
+        base,
+        log_zeta,
+        method=sampling.method,
+        attrs={**sampling.attrs, "draws": int(draws), "tune": int(tune)},
+    )
 
 
 def _both_ends(result) -> bool:
@@ -403,144 +476,154 @@ def _widen(target, base, log_zeta, missed, zeta_seed):
 
 DRAWS_GROWTH = 4.0  # most growth of the draws per extension for target_se
 MISSED_MODE_GROWTH = 2.0  # growth of the draws in an extension after a missed mode
+# Failed checks that no refit of the base mends: the weights' tail, the standard error (which
+# longer chains mend), a missed mode (a widened base), an incomplete mode search (the base's own)
+# and a funnel's neck that NUTS does not enter (a higher target_accept does not enter it either,
+# and a refit to draws that lack the neck cannot add it).
+NOT_REFIT = frozenset(
+    {"divergences", "pareto_khat", "missed_mode_mass", "standard_error", "unseen_optima",
+     "funnel_mass"}
+)
+
+
+class _Extension(NamedTuple):
+    """What the next run of :func:`run_with_bootstrap` changes, and why."""
+
+    base: Base
+    log_zeta: float
+    draws: int
+    target_accept: float
+    reasons: list
+    refit: bool
+
+
+def _extension(target, result, base, log_zeta, draws, target_accept, target_se, zeta_seed):
+    """The next run that the problems :func:`diagnose` finds in ``result`` ask for, or None."""
+    checks = diagnose(result).checks
+    failed = set() if checks.empty else set(checks.index[~checks["ok"]])
+    se = result.attrs.get("log_marginal_likelihood_se", 0.0)
+    imprecise = target_se is not None and se > precision_goal(
+        target_se, result.attrs["log_marginal_likelihood"]
+    )
+    if not failed and not imprecise:
+        return None
+    reasons, refit, next_accept = [], False, target_accept
+    if "divergences" in failed:
+        next_accept = 1 - (1 - target_accept) / 2
+        reasons.append("divergences")
+    missed = _missed(result, base)
+    others = failed - NOT_REFIT
+    if missed is not None:
+        base, log_zeta = _widen(target, base, log_zeta, missed, zeta_seed)
+        reasons.append("a missed mode")
+    elif others or imprecise:
+        base, log_zeta, refit = _refit(target, result, base, zeta_seed)
+        why = [f"failed checks ({', '.join(sorted(others))})"] if others else []
+        why += [f"a standard error of {se:.3g} above {target_se}"] if imprecise else []
+        reasons.append(" and ".join(why) + ": refit")
+    # A missed mode: the chains reach a mode only through excursions towards beta = 0, so
+    # the widened base's run gets MISSED_MODE_GROWTH times more of them. The standard error
+    # falls as 1 / sqrt(draws): enough draws for target_se with a fifth to spare, at most
+    # DRAWS_GROWTH times more per extension.
+    grow = MISSED_MODE_GROWTH if missed is not None else 1.0
+    if imprecise:
+        grow = max(grow, min(DRAWS_GROWTH, 1.2 * (se / target_se) ** 2))
+    next_draws = draws
+    if grow > 1:
+        next_draws = int(np.ceil(draws * grow))
+        reasons.append(f"{next_draws} draws per chain")
+    if not reasons:
+        return None
+    return _Extension(base, log_zeta, next_draws, next_accept, reasons, refit)
 
 
 def run_with_bootstrap(
-    run,
-    target,
-    base,
-    log_zeta,
+    sampling: TemperedSampling,
+    target: Target,
+    base: Base,
+    log_zeta: float,
     seed,
-    bootstrap,
-    bootstrap_draws,
-    draws,
-    tune,
-    target_accept=0.9,
-    max_extensions=2,
-    target_se=None,
-    max_time=None,
-    start=None,
+    draws: int,
+    tune: int,
+    policy: BootstrapPolicy,
+    start: float | None = None,
 ):
-    """Bootstrap rounds (section 6), the final run, its extensions, and warnings from :func:`diagnose`.
+    """Bootstrap rounds (section 6), the final run, its extensions, and :func:`diagnose`'s warnings.
 
-    Shared by the continuous tempering samplers (joint and Gibbs): ``run(base, log_zeta, draws,
-    tune, seed, target_accept)`` samples once and returns a result (:func:`ct_result`).
+    Shared by the continuous tempering samplers (joint and Gibbs): each run is
+    :func:`run_tempered` with ``sampling``; ``policy`` sets the rounds and the extensions.
 
-    Each bootstrap round refits the base to the round's weighted moments (when its weights are
-    worth at least ``2 * ndim + 10`` draws) and sets ``log_zeta`` to the round's estimate, or,
-    when the round did not visit both ends of beta (more than 1% of draws within 0.1 of 0 and
-    of 1), to an importance-sampling estimate from the refitted base; when the round missed
-    optima of the base's mode search (:func:`~pymc_tempering.diagnostics.missed_modes`), the
-    base is then widened to them (:func:`~pymc_tempering.base.widen_base`).
+    Each bootstrap round (``policy.bootstrap_draws`` tuning steps and draws) refits the base to
+    the round's weighted moments (when its weights are worth at least ``2 * ndim + 10`` draws)
+    and sets ``log_zeta`` to the round's estimate, or, when the round did not visit both ends
+    of beta (more than 1% of draws within 0.1 of 0 and of 1), to an importance-sampling
+    estimate from the refitted base; when the round missed optima of the base's mode search
+    (:func:`~pymc_tempering.diagnostics.missed_modes`), the base is then widened to them
+    (:func:`~pymc_tempering.bases.widen_base`).
 
-    Then, up to ``max_extensions`` times, while :func:`diagnose` finds a problem in the final
-    run, the run is repeated with what the problem asks for: ``target_accept`` halfway to 1
-    after divergences; the base widened to the missed optima after a missed mode, with
+    Then, up to ``policy.max_extensions`` times, while :func:`diagnose` finds a problem in the
+    final run, the run is repeated with what the problem asks for: ``target_accept`` halfway to
+    1 after divergences; the base widened to the missed optima after a missed mode, with
     ``MISSED_MODE_GROWTH`` times longer chains (a chain reaches a mode only through an
-    excursion towards beta = 0, and longer chains make more of them); otherwise
-    (the base's moments not reproduced, chains that disagree, an end of beta not reached) the
-    base and ``log_zeta`` refitted to the run, as in a bootstrap round; a run whose standard
-    error of log Z is above ``target_se`` is refitted in the same way and its chains made
-    longer, by the factor ``1.2 (se / target_se)^2`` that the standard error asks for, at most
-    ``DRAWS_GROWTH``. Every run before the
-    last is recorded in the result's ``bootstrap`` group, whose ``kind`` says which and why.
-    With ``max_time`` (seconds since ``start``, a ``time.perf_counter()`` value; default now),
-    no extension starts whose projected end, at the pace of the run before it scaled to its
-    ``draws + tune``, is past the budget; the result then has ``attrs["stopped_by"] =
-    "max_time"`` and a warning says so.
+    excursion towards beta = 0, and longer chains make more of them); otherwise (the base's
+    moments not reproduced, chains that disagree, an end of beta not reached) the base and
+    ``log_zeta`` refitted to the run, as in a bootstrap round; a run whose standard error of
+    log Z is above ``policy.target_se`` is refitted in the same way and its chains made longer,
+    by the factor ``1.2 (se / target_se)^2`` that the standard error asks for, at most
+    ``DRAWS_GROWTH``. Every run before the last is recorded in the result's ``bootstrap``
+    group, whose ``kind`` says which and why. With ``policy.max_time`` (seconds since
+    ``start``, a ``time.perf_counter()`` value; default now), no extension starts whose
+    projected end, at the pace of the run before it scaled to its ``draws + tune``, is past the
+    budget; the result then has ``attrs["stopped_by"] = "max_time"`` and a warning says so.
     """
     start = time.perf_counter() if start is None else start
-    _check_bootstrap(bootstrap)
-    _check_extension_args(target_accept, max_extensions, target_se, max_time)
-    *seeds, final_seed = split_seed(seed, 2 * int(bootstrap) + 1)
+    *seeds, final_seed = split_seed(seed, 2 * int(policy.bootstrap) + 1)
     rounds = []
+    accept = policy.target_accept
     for round_seed, zeta_seed in zip(seeds[::2], seeds[1::2], strict=True):
-        result = run(base, log_zeta, bootstrap_draws, bootstrap_draws, round_seed, target_accept)
+        size = policy.bootstrap_draws
+        result = run_tempered(sampling, target, base, log_zeta, size, size, round_seed, accept)
         missed = _missed(result, base)
         old_zeta = log_zeta
         base, log_zeta, refit = _refit(target, result, base, zeta_seed)
-        rounds.append(_record(result, "bootstrap", old_zeta, target_accept, refit))
+        rounds.append(_record(result, "bootstrap", old_zeta, accept, refit))
         if missed is not None:
             base, log_zeta = _widen(target, base, log_zeta, missed, zeta_seed)
-    run_seed, *extension_seeds = split_seed(final_seed, 2 * int(max_extensions) + 1)
+    run_seed, *extension_seeds = split_seed(final_seed, 2 * int(policy.max_extensions) + 1)
     began = time.perf_counter()
-    result = run(base, log_zeta, draws, tune, run_seed, target_accept)
+    result = run_tempered(sampling, target, base, log_zeta, draws, tune, run_seed, accept)
     seconds = time.perf_counter() - began
     stopped = None
     for run_seed, zeta_seed in zip(extension_seeds[::2], extension_seeds[1::2], strict=True):
-        checks = diagnose(result).checks
-        failed = set() if checks.empty else set(checks.index[~checks["ok"]])
-        se = result.attrs.get("log_marginal_likelihood_se", 0.0)
-        imprecise = target_se is not None and se > precision_goal(
-            target_se, result.attrs["log_marginal_likelihood"]
-        )
-        if not failed and not imprecise:
+        nxt = _extension(target, result, base, log_zeta, draws, accept, policy.target_se, zeta_seed)
+        if nxt is None:
             break
-        record = {"log_zeta": log_zeta, "target_accept": target_accept, "refit": False}
-        reasons = []
-        next_draws, next_accept = draws, target_accept
-        if "divergences" in failed:
-            next_accept = 1 - (1 - target_accept) / 2
-            reasons.append("divergences")
-        missed = _missed(result, base)
-        # an incomplete mode search (unseen_optima) is the base's, which no refit completes
-        others = failed - {
-            "divergences", "pareto_khat", "missed_mode_mass", "standard_error", "unseen_optima",
-            # a funnel's neck that NUTS does not enter: measured on the centred eight schools,
-            # target_accept=0.99 left the runs as low (seeds 2 and 3: 0.31 and 0.17 nats), and a
-            # refit to draws that lack the neck cannot add it
-            "funnel_mass",
-        }
-        if missed is not None:
-            base, log_zeta = _widen(target, base, log_zeta, missed, zeta_seed)
-            reasons.append("a missed mode")
-        elif others or imprecise:
-            base, log_zeta, record["refit"] = _refit(target, result, base, zeta_seed)
-            why = [f"failed checks ({', '.join(sorted(others))})"] if others else []
-            why += [f"a standard error of {se:.3g} above {target_se}"] if imprecise else []
-            reasons.append(" and ".join(why) + ": refit")
-        # A missed mode: the chains reach a mode only through excursions towards beta = 0, so
-        # the widened base's run gets MISSED_MODE_GROWTH times more of them. The standard error
-        # falls as 1 / sqrt(draws): enough draws for target_se with a fifth to spare, at most
-        # DRAWS_GROWTH times more per extension. A run costs mostly its compilation, so longer
-        # chains cost little beside the refit's new one.
-        grow = MISSED_MODE_GROWTH if missed is not None else 1.0
-        if imprecise:
-            grow = max(grow, min(DRAWS_GROWTH, 1.2 * (se / target_se) ** 2))
-        if grow > 1:
-            next_draws = int(np.ceil(draws * grow))
-            reasons.append(f"{next_draws} draws per chain")
-        if not reasons:
-            break
-        if max_time is not None:
-            pace = seconds * (next_draws + tune) / (draws + tune)
+        if policy.max_time is not None:
+            pace = seconds * (nxt.draws + tune) / (draws + tune)
             elapsed = time.perf_counter() - start
-            if elapsed + pace > max_time:
+            if elapsed + pace > policy.max_time:
                 stopped = (elapsed, pace)
                 break
-        draws, target_accept = next_draws, next_accept
-        kind = "extension after " + " and ".join(reasons)
-        rounds.append(_record(result, kind, **record))
+        kind = "extension after " + " and ".join(nxt.reasons)
+        rounds.append(_record(result, kind, log_zeta, accept, nxt.refit))
+        base, log_zeta, draws, accept = nxt.base, nxt.log_zeta, nxt.draws, nxt.target_accept
         began = time.perf_counter()
-        result = run(base, log_zeta, draws, tune, run_seed, target_accept)
+        result = run_tempered(sampling, target, base, log_zeta, draws, tune, run_seed, accept)
         seconds = time.perf_counter() - began
-    if rounds:
-        result["bootstrap"] = DataTree(
-            xr.Dataset({k: ("round", [r[k] for r in rounds]) for k in rounds[0]})
-        )
-    result.attrs["bootstrap"] = int(bootstrap)
-    result.attrs["extensions"] = len(rounds) - int(bootstrap)
-    result.attrs["target_accept"] = float(target_accept)
-    if target_se is not None:
-        result.attrs["target_se"] = float(target_se)  # diagnose compares the final run with it
-    if max_time is not None:
-        result.attrs["max_time"] = float(max_time)
+    add_rounds(result, rounds, {
+        "bootstrap": int(policy.bootstrap),
+        "extensions": len(rounds) - int(policy.bootstrap),
+        "target_accept": float(accept),
+        # diagnose compares the final run with target_se
+        "target_se": None if policy.target_se is None else float(policy.target_se),
+        "max_time": None if policy.max_time is None else float(policy.max_time),
+        "stopped_by": None if stopped is None else "max_time",
+    })
     if stopped is not None:
-        result.attrs["stopped_by"] = "max_time"
         warn(
             f"Stopped extending after {stopped[0]:.0f} s: the next run would take about "
-            f"{stopped[1]:.0f} s at the last one's pace, past max_time ({max_time:g} s). The "
-            "problems reported are those of the last run; a larger max_time lets it go on."
+            f"{stopped[1]:.0f} s at the last one's pace, past max_time ({policy.max_time:g} s). "
+            "The problems reported are those of the last run; a larger max_time lets it go on."
         )
     warn_problems(result)
     warn_weighted_ess(result, result.attrs["method"])
@@ -552,28 +635,18 @@ def stored_variables(model: pm.Model) -> list[str]:
     value variables and the temperature variable) only. :func:`ct_result` computes the user's
     constrained variables and deterministics from them, once per draw, with the function the
     :class:`~pymc_tempering.Target` compiled already; the samplers would compile them again
-    (nutpie compiles them into a second numba function: on the 92-parameter radon model its
-    compilation took 4.1, 5.2 and 9.0 s with the free variables only, against 7.8, 8.3 and
-    10.8 s, interleaved).
+    (nutpie compiles them into a second function, which costs more than the calls on a large
+    model).
     """
     return [rv.name for rv in model.free_RVs]
 
 
-def _model_posterior(sampled: DataTree, target: Target, x: np.ndarray) -> DataTree:
-    """``sampled`` with its posterior rebuilt from the flat draws ``x``: the user's variables
-    (constrained, with their dims), the transformed value variables under their value names,
-    ``inverse_temperature`` and, for joint tempering, ``temperature_control``."""
-    posterior = sampled["posterior"]
+def _temperature(posterior) -> dict[str, np.ndarray]:
+    """``inverse_temperature`` and, for joint tempering, ``temperature_control`` of the draws."""
     if TEMPERATURE_CONTROL in posterior:
         control = posterior[TEMPERATURE_CONTROL].values
-        temperature = {TEMPERATURE_CONTROL: control, INVERSE_TEMPERATURE: expit(control)}
-    else:
-        temperature = {INVERSE_TEMPERATURE: posterior[INVERSE_TEMPERATURE].values}
-    rebuilt = draws_to_datatree(target, x, extra_posterior=temperature)["posterior"].to_dataset()
-    rebuilt.attrs = dict(posterior.attrs)
-    groups = {f"/{name}": sampled[name].to_dataset() for name in sampled.children}
-    groups["/posterior"] = rebuilt
-    return DataTree.from_dict(groups)
+        return {TEMPERATURE_CONTROL: control, INVERSE_TEMPERATURE: expit(control)}
+    return {INVERSE_TEMPERATURE: posterior[INVERSE_TEMPERATURE].values}
 
 
 def ct_result(sampled, target: Target, base: Base, log_zeta: float, *, method: str, attrs: dict):
@@ -581,10 +654,13 @@ def ct_result(sampled, target: Target, base: Base, log_zeta: float, *, method: s
 
     ``sampled`` is what ``pm.sample`` returned for an extended model whose posterior holds the
     user's value variables under their value names and the temperature variable
-    (:func:`stored_variables`).
+    (:func:`stored_variables`). Its posterior is rebuilt from them
+    (:func:`~pymc_tempering.results.rebuild_posterior`): the user's variables (constrained, with
+    their dims), the transformed value variables under their value names,
+    ``inverse_temperature`` and, for joint tempering, ``temperature_control``.
     """
     x = target.flat_draws(sampled["posterior"])
-    sampled = _model_posterior(sampled, target, x)
+    sampled = rebuild_posterior(sampled, target, x, _temperature(sampled["posterior"]))
     delta = log_zeta + base.logp(x) - target.logp(x)
     log_w0, log_w1 = ct_log_weights(delta)
     funnels = funnel_mass(target, x, log_w1, base.spikes)
