@@ -28,9 +28,9 @@ non-centred eight schools and on the 92-parameter radon model (3.4 to 10 times b
 the same answers: its means within 0.12 (eight schools) and 1.2 (radon) fitted standard
 deviations of this loop's, its ELBOs within 0.19 and 1.0 nats, where this loop's own fits with
 other seeds differ by up to 0.12 and 2.0 standard deviations and 0.14 and 0.8 nats.
-:func:`pymc.fit` at PyMC's defaults (``adagrad_window``, all 10,000 iterations) took 10 and 4.5 times as
-long and ended 0.3 to 0.7 and 190 to 205 nats of ELBO lower. PyTensor itself has no
-optimisers; :func:`pymc.adam` is the one used. With another optimiser, or keywords that may
+:func:`pymc.fit` at PyMC's defaults (``adagrad_window``, all 10,000 iterations) took 10 and
+4.5 times as long and ended 0.3 to 0.7 and 190 to 205 nats of ELBO lower. PyTensor itself has
+no optimisers; :func:`pymc.adam` is the one used. With another optimiser, or keywords that may
 carry state between fits (:meth:`AdviSteps.can_share`), the fit is :func:`pymc.fit` itself.
 """
 
