@@ -220,6 +220,20 @@ def table_2_quadrature(u):
     return float(p @ uu), mean, (centred * p[:, None]).T @ centred
 
 
+# ------------------------------------------------- section 3.3 of the ergodic-inference paper
+#: Section 3.3's target covariance.
+SECTION_3_3_SIGMA = np.array([[2.0, 1.5], [1.5, 1.6]])
+
+
+def shifted_scaled_gaussian(scale):
+    """Section 3.3's correlated Gaussian in units of ``scale``, its mean at ``(1, -2) scale``:
+    the model, the mean and the covariance."""
+    mean = np.array([1.0, -2.0]) * scale
+    with pm.Model() as model:
+        pm.MvNormal("x", mu=mean, cov=SECTION_3_3_SIGMA * scale**2)
+    return model, mean, SECTION_3_3_SIGMA * scale**2
+
+
 def minibatch_regression(n: int, batch_size: int | None = None, seed: int = 3):
     """``y ~ N(a + b x, s)`` on ``n`` simulated points: ``a ~ N(0, 10)``, ``b ~ N(0, 1)``,
     ``s ~ HalfNormal(2)``, the covariate of mean 50 and sd 10 (``a`` and ``b`` correlated about

@@ -1,5 +1,6 @@
-"""Annealed importance sampling: the schedule and the annealing kernel exactly, then the evidence
-of analytic models within the standard error (the HMC kernel itself: test_kernels_hmc.py)."""
+"""Annealed importance sampling: the evidence of analytic models within the standard error (the
+schedule and the annealing kernel: tests/kernels/test_ladder.py; the HMC kernel:
+tests/kernels/test_hmc.py)."""
 
 import numpy as np
 import pytest
@@ -9,41 +10,6 @@ from targets import conjugate_normal, hierarchical_linear_gaussian
 
 import pymc_tempering as pmt
 from pymc_tempering.estimators import log_mean_exp, weighted_mean
-from pymc_tempering.kernels import hmc
-from pymc_tempering.kernels.ladder import anneal_init, anneal_step, temperature_schedule
-
-
-@pytest.mark.parametrize("schedule", ["sigmoid", "linear", "geometric"])
-def test_schedule(schedule):
-    betas = temperature_schedule(50, schedule)
-    assert betas.shape == (50,) and betas[0] == 0.0 and betas[-1] == 1.0
-    assert np.all(np.diff(betas) > 0)
-    with pytest.raises(ValueError, match="schedule"):
-        temperature_schedule(50, "cubic")
-    with pytest.raises(ValueError, match="at least 2"):
-        temperature_schedule(1)
-
-
-def test_anneal_step_exact(normal_model):
-    """One rung: the weight increment of eq. (10), the HMC step's Info, the run's bookkeeping."""
-    model, _ = normal_model
-    target = pmt.Target(model)
-    base = pmt.Base.from_moments([0.3, -0.1], [[0.5, 0.1], [0.1, 0.3]])
-    evaluate = hmc.whitened_density(target, base)
-    betas = temperature_schedule(5, "linear")
-    rng = np.random.default_rng(seed(1))
-    start = anneal_init(hmc.init(rng.standard_normal((30, 2)), evaluate))
-    assert start.index == 0 and not start.log_weight.any() and not start.diverged.any()
-    state, info = anneal_step(start, betas, 0.3, 3, evaluate, rng)
-    expected = 0.25 * (start.position.log_target - start.position.log_base)
-    np.testing.assert_allclose(state.log_weight, expected)
-    assert state.index == 1
-    np.testing.assert_array_equal(state.acceptance_rate, info.acceptance_rate)
-    np.testing.assert_array_equal(state.diverged, info.diverging)
-    state2, info2 = anneal_step(state, betas, 0.3, 3, evaluate, rng)
-    np.testing.assert_allclose(
-        state2.acceptance_rate, (info.acceptance_rate + info2.acceptance_rate) / 2
-    )
 
 
 def test_log_mean_exp():

@@ -14,17 +14,22 @@ import warnings
 
 import numpy as np
 import pymc as pm
-import pytensor.tensor as pt
 import pytest
 from checks import K, assert_within_mcse, assert_within_se, mcse_of_mean, seed
 from conftest import model_fingerprint
-from targets import table_2_model, table_2_mog_u, table_2_quadrature, table_2_ring_u
+from targets import SECTION_3_3_SIGMA as SIGMA
+from targets import (
+    shifted_scaled_gaussian,
+    table_2_model,
+    table_2_mog_u,
+    table_2_quadrature,
+    table_2_ring_u,
+)
 
 import pymc_tempering as pmt
 from pymc_tempering.dynamics.ergodic import fit_ergodic, gaussian_entropy
 from pymc_tempering.contract import DivergenceError
 
-SIGMA = np.array([[2.0, 1.5], [1.5, 1.6]])  # section 3.3's target covariance
 P0 = pmt.Base.from_moments(np.zeros(2), 3.0 * np.eye(2))  # section 3.3's valid P_0
 N_DRAWS = 10_000  # as in the paper's Fig. 2
 FIT_SEED = 11  # the documented fits (see the module docstring)
@@ -272,37 +277,10 @@ def test_sample_gives_the_contract_stats(section_3_3):
             tuned.sample(**bad)
 
 
-def test_cycle_drift_sees_a_change_and_no_change():
-    """``cycle_drift``: draws that one more cycle left where they were score 0; draws whose
-    spread one cycle widened by 20% (4000 draws: the paired z of the squared deviations is
-    about 30) score far beyond the Bonferroni bound, as does a shift of the log density alone;
-    rows that are not finite are dropped. The bound is the two-sided Bonferroni quantile for
-    2 d + 1 statistics at family-wise rate 0.01."""
-    from scipy.stats import norm
-
-    from pymc_tempering.kernels.ergodic import CYCLE_DRIFT_ALPHA, cycle_drift
-
-    rng = np.random.default_rng(0)  # fixed draws: the assertions hold by a wide margin
-    x = rng.standard_normal((4000, 3))
-    lp = -0.5 * (x**2).sum(axis=1)
-    z, critical = cycle_drift(x, lp, x, lp)
-    assert z == 0.0
-    assert critical == pytest.approx(norm.isf(CYCLE_DRIFT_ALPHA / 14))
-    wider = 1.2 * x
-    assert cycle_drift(x, lp, wider, -0.5 * (wider**2).sum(axis=1))[0] > 10 * critical
-    assert cycle_drift(x, lp, x, lp - 0.1 + 0.01 * rng.standard_normal(4000))[0] > 10 * critical
-    x_nan = x.copy()
-    x_nan[0] = np.nan
-    assert cycle_drift(x_nan, lp, x, lp)[0] == 0.0
-
-
 def test_chains_stuck_where_p0_started_them_are_marked_and_warned(section_3_3):
     """A draw of ``P_0`` that lands where the tuned steps reject every proposal (far in a
-    funnel's tail) stays there through any number of cycles and is no draw of the posterior
-    (measured on the non-centred eight schools with ``P_0`` from the Laplace Gaussian at its
-    joint mode, the default until 2026-11-27: one draw of 4000 at ``tau = 960`` after 64
-    cycles, against a posterior 99.9% quantile of 21, made ``tau``'s sd 15.5 against 3.2).
-    The paired drift check cannot see such draws (their rows do not change), so a separate
+    funnel's tail) stays there through any number of cycles and is no draw of the posterior;
+    one such draw can dominate a variable's spread. The paired drift check cannot see such draws (their rows do not change), so a separate
     check marks them. Here every proposal is rejected by construction (step sizes
     100 times the tuned ones on section 3.3's Gaussian: the leapfrog is unstable): the drift
     check passes after two cycles and only the stuck check says so. Draws of the tuned chain
@@ -332,7 +310,7 @@ def transformed_model():
     return model
 
 
-@pytest.mark.slow  # ~100 s on the shared 2-core machine (compiling a 4-observation model twice)
+@pytest.mark.slow  # compiles a 4-observation model's chain twice
 def test_fit_is_reproducible_and_handles_transforms(transformed_model):
     before = model_fingerprint(transformed_model)
     kwargs = dict(
@@ -388,33 +366,13 @@ def test_non_finite_parameters_raise_divergence_error():
     """A learning rate of 1e3 moves every log parameter by about 1e3 in one Adam step: exp
     overflows, and the fit stops at once, naming what blew up, instead of returning NaNs.
     (Section 3.3's chain shape and ``tune_initial``: the compiled step is the fixture's, since
-    the learning rate is an input of it: 16 s on a cold cache against 32 s with its own.)"""
+    the learning rate is an input of it.)"""
     with pytest.raises(DivergenceError, match="became non-finite at iteration 0 of 3"):
         fit_ergodic(
             model=gaussian_target(), initial=P0, n_steps=9, n_leapfrog=5, n_particles=10,
             n_iterations=3, learning_rate=1e3, tune_initial=False, random_seed=0,
             progressbar=False,
         )
-
-
-def test_tune_initial_true_in_any_spelling_tunes_p0():
-    """``True`` (also ``1``, ``np.True_``, which the option check accepts) tunes P_0's mean and
-    sds by the objective's gradient; ``False``, ``0`` and ``"stein"`` share one graph, which
-    tunes P_0's common scale only (along the Stein gap, or not at all)."""
-    from pymc_tempering.kernels import ergodic as hei
-
-    params = hei.init_parameters(np.zeros(2), np.ones(2), np.full(3, 0.1))
-    total = sum(pt.sum(p) for p in params)
-    objective = hei.Objective(*[total] * 6)
-
-    def tunes(flag, p):
-        return any(q is p for q in hei.tuning_gradients(objective, params, flag)[0])
-
-    for flag in (True, 1, np.True_):
-        assert tunes(flag, params.mean) and tunes(flag, params.log_std), flag
-        assert not tunes(flag, params.log_scale), flag
-    for flag in (False, 0, "stein"):
-        assert tunes(flag, params.log_scale) and not tunes(flag, params.mean), flag
 
 
 def test_fit_ergodic_takes_keywords_only():
@@ -437,53 +395,8 @@ def test_unknown_tune_initial_is_an_error():
 
 
 # ---------------------------------------------------------------------------------- defaults
-def _shifted_scaled_gaussian(scale):
-    mean = np.array([1.0, -2.0]) * scale
-    with pm.Model() as model:
-        pm.MvNormal("x", mu=mean, cov=SIGMA * scale**2)
-    return model, mean, SIGMA * scale**2
-
-
-@pytest.mark.parametrize("scale", [1e-2, 1.0, 1e2])
-def test_auto_initial_is_scale_free(scale):
-    """``initial="auto"`` from the mode search: on a Gaussian, one optimum, P_0 centred at the
-    mean with the marginal sds (the Laplace Gaussian is exact on a quadratic) at every scale,
-    and the bound ``h`` the entropy of that factorised Gaussian. The optimum is L-BFGS's, which
-    stops on an absolute gradient tolerance: within 1e-2 sds of the mean."""
-    from pymc_tempering.dynamics.ergodic import _auto_initial
-    from pymc_tempering.target import Target
-
-    model, mean, cov = _shifted_scaled_gaussian(scale)
-    auto = _auto_initial(Target(model), seed(41))
-    sd = np.sqrt(np.diag(cov))
-    assert auto.n_modes == 1
-    np.testing.assert_allclose(auto.mean, mean, rtol=0, atol=1e-2 * sd.min())
-    np.testing.assert_allclose(auto.std, sd, rtol=1e-3)
-    np.testing.assert_allclose(auto.local_std, sd, rtol=1e-3)
-    assert auto.entropy_bound == pytest.approx(gaussian_entropy(sd**2), abs=1e-6)
-
-
-@pytest.mark.parametrize("scale", [1e-2, 1e2])
-def test_auto_initial_covers_every_mode(scale):
-    """Two separated modes, N(+-3 scale, scale^2) with equal weights: P_0's centre and sd are
-    those of the defensive Gaussian moment-matched to the two Laplace Gaussians (mean 0,
-    variance 10 scale^2); the leapfrog's unit is one mode's sd, and ``h`` the mixture's
-    entropy bound, H(N(0, scale^2)) + log 2."""
-    from pymc_tempering.dynamics.ergodic import _auto_initial
-    from pymc_tempering.target import Target
-
-    with pm.Model() as model:
-        pm.NormalMixture("x", w=[0.5, 0.5], mu=[-3 * scale, 3 * scale], sigma=scale)
-    auto = _auto_initial(Target(model), seed(42))
-    assert auto.n_modes == 2
-    np.testing.assert_allclose(auto.mean, 0.0, rtol=0, atol=1e-3 * scale)
-    np.testing.assert_allclose(auto.std, np.sqrt(10.0) * scale, rtol=1e-3)
-    np.testing.assert_allclose(auto.local_std, scale, rtol=1e-3)
-    assert auto.entropy_bound == pytest.approx(gaussian_entropy([scale**2]) + np.log(2), abs=1e-4)
-
-
 def test_defaults_are_the_stein_calibrated_fit_from_a_laplace_p0():
-    """Issue 16: the default is the setting the tests below check (P_0 from the model, its
+    """The default is the setting the tests below check (P_0 from the model, its
     scale set by the Stein identity, leapfrog in P_0's units), not the paper's P_0 tuning."""
     import inspect
 
@@ -511,14 +424,14 @@ def _draws(approx, n, random_seed):
     return x, idata["sample_stats"]["lp"].values.ravel(), idata
 
 
-@pytest.mark.slow  # ~60 s each on the shared 2-core machine (compiling the chain's gradient)
+@pytest.mark.slow  # compiling the chain's gradient, at three scales
 @pytest.mark.parametrize("scale", [1e-2, 1.0, 1e2])
 def test_defaults_recover_correlated_gaussians_at_every_scale(scale):
-    """Done means (issue 16): ``fit_ergodic()`` and ``sample()`` at their defaults on section
+    """``fit_ergodic()`` and ``sample()`` at their defaults on section
     3.3's correlated Gaussian in units of ``scale`` with its mean away from zero: mean,
     covariance and E[log pi] within K standard errors of the draws (independent, so the MCSE is
     arviz-stats' over the draws as one chain). The fit is seeded from ``checks.seed``."""
-    model, mean, cov_true = _shifted_scaled_gaussian(scale)
+    model, mean, cov_true = shifted_scaled_gaussian(scale)
     approx = fit_ergodic(model=model, random_seed=seed(31), progressbar=False)
     assert approx.settings["skipped_iterations"] == 0
     x, lp, idata = _draws(approx, 4 * N_DRAWS, seed(32))
@@ -553,15 +466,14 @@ def _two_parameter_model_and_truth():
     return model, mean, var
 
 
-@pytest.mark.slow  # ~40 s on the shared 2-core machine
+@pytest.mark.slow  # two fits
 def test_defaults_on_an_ordinary_two_parameter_model():
-    """Issue 16: a normal mean and a half-normal scale on 20 data points, ``n_iterations=100``,
-    ``random_seed=1`` gave NaN step sizes and acceptance 0. At the defaults now: finite
-    parameters, every transition accepting, no skipped iteration, a Stein gap within K
-    standard errors (gap plus calibration error) of zero, and the draws of ``sample()`` with
-    the means and variances of the quadrature posterior within K MCSE. The fitted ``P_T``
-    alone (``max_cycles=1``) had the mean's sd 7-10% too wide here, and the Stein gap of
-    -0.02 +- 0.01 did not show it; the cycles of ``sample()`` remove it."""
+    """A normal mean and a half-normal scale on 20 data points: with ``n_iterations=100`` and
+    ``random_seed=1``, finite parameters, every transition accepting, no skipped iteration and
+    a Stein gap within K standard errors (gap plus calibration error) of zero; at the defaults,
+    the draws of ``sample()`` with the means and variances of the quadrature posterior within
+    K MCSE. The fitted ``P_T`` alone (``max_cycles=1``) can be too wide here by more than the
+    Stein gap shows; the cycles of ``sample()`` remove it."""
     model, mean, var = _two_parameter_model_and_truth()
     approx = fit_ergodic(model=model, n_iterations=100, random_seed=1, progressbar=False)
     assert np.all(np.isfinite(approx.step_size)) and np.all(np.isfinite(approx.momentum_variance))
@@ -580,21 +492,19 @@ def test_defaults_on_an_ordinary_two_parameter_model():
 
 
 # ------------------------------------------------------------------ Table 2 targets, defaults
-@pytest.mark.slow  # 60-120 s each on the shared 2-core machine (1000 Adam iterations, T = 10)
+@pytest.mark.slow  # 1000 Adam iterations, T = 10, on each target
 @pytest.mark.parametrize("name", ["ring", "mog"])
 def test_defaults_on_table_2_targets(name):
-    """Done means (issue 16): ``fit_ergodic()`` and ``sample()`` at their defaults on the two
+    """``fit_ergodic()`` and ``sample()`` at their defaults on the two
     multimodal Table 2 targets of ``benchmarks/ergodic_2d.py``, written as there (a ``pm.Flat``
     2-vector and a potential): ``E[log pi*]``, the mean and the covariance within K standard
     errors of the quadrature truth (the draws are independent: arviz-stats' MCSE over them as
     one chain). The mode search finds both modes (jittered starts: a flat prior cannot be drawn
-    from) and ``P_0`` covers them; with the one-mode Laplace ``P_0`` of before, the ring came
-    out at ``-E[log pi*]`` = 1.318 +- 0.012 against 0.783.
+    from) and ``P_0`` covers them.
 
     The fitted ``P_T`` alone (``max_cycles=1``) depends on the Stein calibration of ``P_0``'s
-    scale, whose own error on the ring was 7-11 times the draws' MCSE in ``E[log pi*]`` and put
-    the ring's covariance 2.6 to 5.5 MCSE off; the further cycles of ``sample()`` remove that
-    dependence. The fit is seeded from ``checks.seed``.
+    scale, whose own error can be several times the draws' MCSE; the further cycles of
+    ``sample()`` remove that dependence. The fit is seeded from ``checks.seed``.
     """
     u = {"ring": table_2_ring_u, "mog": table_2_mog_u}[name]
     approx = fit_ergodic(model=table_2_model(u), random_seed=seed(51), progressbar=False)
@@ -610,14 +520,13 @@ def test_defaults_on_table_2_targets(name):
     assert_within_se(cov, cov_true, cov_mcse, what="covariance")
 
 
-@pytest.mark.slow  # ~40 s on the shared 2-core machine (the ADVI fits and the chain's gradient)
+@pytest.mark.slow  # the ADVI fits and the chain's gradient
 def test_defaults_on_the_centred_eight_schools_fall_back_to_advi():
     """The centred eight schools have no maximum (the density is unbounded at the funnel's
     neck), so the mode search finds none; ``initial="auto"`` then starts ``P_0`` from the
-    ADVI mixture base instead of raising (it raised before 2026-11-25). ``E[mu]`` of
-    ``sample()``'s draws within K MCSE of the quadrature value. (``tau``'s draws are heavy
-    tailed and a few transitions diverge at the neck, which the run reports: measured at
-    seed 1, ``E[tau]`` 3.76 against 3.60 with 6 divergences of 4000, warned.)"""
+    ADVI mixture base instead of raising. ``E[mu]`` of ``sample()``'s draws within K MCSE of
+    the quadrature value. (``tau``'s draws are heavy tailed and a few transitions diverge at
+    the neck, which the run warns about.)"""
     from targets import eight_schools_posterior_means
 
     from pymc_tempering.datasets import eight_schools_model
@@ -626,21 +535,20 @@ def test_defaults_on_the_centred_eight_schools_fall_back_to_advi():
                          progressbar=False)
     assert approx.settings["initial_source"] == "advi"
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # divergences at the neck, as measured
+        warnings.simplefilter("ignore", UserWarning)  # divergences at the neck
         idata = approx.sample(random_seed=seed(56))
     mu = idata["posterior"]["mu"].values
     assert_within_mcse(mu, eight_schools_posterior_means()["mu"], what="E[mu]", min_ess=1000)
 
 
-@pytest.mark.slow  # ~50 s on the 2-core machine of 2026-11-27 (the mode search, ADVI, the fit)
+@pytest.mark.slow  # the mode search, ADVI, the fit
 def test_defaults_on_the_non_centred_eight_schools_start_from_advi():
     """The non-centred eight schools have a joint mode at ``tau`` about 29, far from the
-    posterior's mass (median 2.8): ``P_0`` from its Laplace Gaussian left the Stein gap at
-    0.525 after calibration, ``P_T``'s median ``tau`` at 7.1, and 64 cycles still drifting
-    (measured 2026-11-27, seed 1). The Laplace mixture fails the same importance-sampling check
-    that the continuous-tempering base uses (``bases.fit._laplace_mixture``), so ``initial="auto"``
-    now starts from the ADVI mixture base's fits. ``E[mu]`` and ``E[tau]`` of ``sample()``'s
-    draws that are not stuck within K MCSE of the quadrature values."""
+    posterior's mass (median 2.8), and a ``P_0`` from its Laplace Gaussian leaves ``P_T`` far
+    off. The Laplace mixture fails the importance-sampling check that the continuous-tempering
+    base uses, so ``initial="auto"`` starts from the ADVI mixture base's fits. ``E[mu]`` and
+    ``E[tau]`` of ``sample()``'s draws that are not stuck within K MCSE of the quadrature
+    values."""
     from targets import eight_schools_posterior_means
 
     from pymc_tempering.datasets import eight_schools_model

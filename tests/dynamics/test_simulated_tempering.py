@@ -1,44 +1,13 @@
-"""Simulated tempering: the ladder conditional exactly, then the Rao-Blackwellised evidence of
-analytic models within the standard error."""
+"""Simulated tempering: the Rao-Blackwellised evidence of analytic models within the standard
+error (the ladder conditional and its draws: tests/kernels/test_ladder.py)."""
 
 import numpy as np
 import pytest
 from checks import assert_within_se, seed
 from conftest import model_fingerprint
-from scipy import stats
 from targets import conjugate_normal, hierarchical_linear_gaussian
 
 import pymc_tempering as pmt
-from pymc_tempering.kernels.ladder import draw_ladder_index, ladder_log_conditional, ladder_step
-
-
-@pytest.mark.parametrize("delta", [-1e4, -5.0, -1e-12, 0.0, 1e-12, 2.0, 1e4])
-def test_ladder_conditional_exact_and_stable(delta):
-    betas = np.linspace(0, 1, 11)
-    log_p = ladder_log_conditional(np.array([delta]), betas)[0]
-    assert np.all(np.isfinite(log_p))
-    assert np.exp(log_p).sum() == pytest.approx(1.0, rel=1e-12)
-    if abs(delta) < 50:
-        ref = np.exp(-betas * delta) / np.exp(-betas * delta).sum()
-        np.testing.assert_allclose(np.exp(log_p), ref, rtol=1e-12)
-    else:  # all mass at the favoured end, the next rung exp(-|delta|/10) below
-        end = 0 if delta > 0 else -1
-        assert log_p[end] == pytest.approx(0.0, abs=1e-300)
-
-
-def test_ladder_draws_follow_the_conditional():
-    betas = np.linspace(0, 1, 6)
-    log_p = ladder_log_conditional(np.array([1.7]), betas)[0]
-    rng = np.random.default_rng(seed(1))
-    idx = draw_ladder_index(np.broadcast_to(log_p, (50_000, 6)), rng.random(50_000))
-    counts = np.bincount(idx, minlength=6)
-    # the p-value is uniform under the null: each check fails with probability 1e-4
-    assert stats.chisquare(counts, 50_000 * np.exp(log_p)).pvalue > 1e-4
-    # the move: one uniform per chain, the same conditional for every rung
-    idx, log_cond = ladder_step(np.full(50_000, 1.7), betas, rng)
-    np.testing.assert_allclose(log_cond[0], log_p)
-    counts = np.bincount(idx, minlength=6)
-    assert stats.chisquare(counts, 50_000 * np.exp(log_p)).pvalue > 1e-4
 
 
 @pytest.fixture(scope="module")
