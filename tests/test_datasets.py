@@ -148,7 +148,7 @@ def test_radon_closed_form_matches_each_models_log_density(which):
     in its Gaussian coefficients, so one Newton step from any point reaches their mode and
     ``logp(mode) + k/2 log 2 pi - 1/2 log det(-H)`` is their exact integral. Being quadratic,
     its Hessian is the difference of gradients a unit step apart, exactly up to rounding (no
-    second-derivative graph to compile, so this runs in seconds).
+    second-derivative graph to compile, so this runs in the default suite).
     """
     import pymc_tempering.datasets as datasets
 

@@ -1,12 +1,12 @@
-"""Same seed, same bits, whatever the BLAS thread count or the compile cache (issue 17).
+"""Same seed, same bits, whatever the BLAS thread count or the compile cache.
 
 Each run is a fresh process (the thread count of OpenBLAS is fixed when NumPy loads) with the
 thread-count variables of OpenBLAS, MKL and OpenMP set to 1 or 2; the whole default path of
 ``sample_ct`` (mode search, base, log_zeta estimate, final run) must give bit-identical draws and
 evidence. The model's log density is a dot product of 200,000 residuals, which OpenBLAS splits
-over its threads: before the methods pinned BLAS to one thread (``reproducible``) all 400
-draws differed between the two processes. The script also reports that dot product computed
-outside the library, so the test shows the thread count does change the arithmetic here.
+over its threads, so without BLAS pinned to one thread (``reproducible``) the draws of the two
+processes would differ. The script also reports that dot product computed outside the
+library, so the test shows the thread count does change the arithmetic here.
 """
 
 import json
@@ -49,7 +49,7 @@ def _run(threads: int, random_seed: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.slow  # two fresh processes: ~40 s
+@pytest.mark.slow  # two fresh processes
 def test_same_seed_same_bits_with_one_and_two_blas_threads():
     from checks import seed
 
@@ -81,13 +81,12 @@ print(json.dumps({
 """
 
 
-@pytest.mark.slow  # a cold compile cache: ~1-2 minutes
+@pytest.mark.slow  # a cold compile cache
 def test_same_seed_same_bits_with_a_cold_and_a_warm_compile_cache(tmp_path):
-    """The sign-flip model of issue 16 (200 observations, two separated modes) at the defaults,
-    first with an empty PyTensor compile cache and then with the cache that run filled. With
-    PyTensor's fast-math flags (its default), the two runs differed from the mode search on:
-    seed 5 gave log Z -279.92, reliable, on the cold run and -280.66, flagged, on the warm
-    one. :func:`pymc_tempering.contract.reproducible` compiles without them."""
+    """A sign-flip model (200 observations, two separated modes) at the defaults, first with an
+    empty PyTensor compile cache and then with the cache that run filled. With PyTensor's
+    fast-math flags (its default), the two runs can differ from the mode search on;
+    :func:`pymc_tempering.contract.reproducible` compiles without them."""
     from checks import seed
 
     env = dict(os.environ)

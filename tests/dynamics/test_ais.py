@@ -94,7 +94,7 @@ def test_transformed_variables_and_reproducible(normal_model):
             pmt.sample_ais(**{**kwargs, **bad})
 
 
-@pytest.mark.slow  # 17 s; CT checks the same hierarchy in the default run
+@pytest.mark.slow  # CT checks the same hierarchy in the default run
 def test_hierarchical_evidence_within_standard_error():
     model, log_z, post_mean = hierarchical_linear_gaussian()
     with model:

@@ -68,7 +68,7 @@ def test_bad_input_and_reproducible(normal_model):
             pmt.sample_simulated_tempering(**{**kwargs, **bad})
 
 
-@pytest.mark.slow  # 10 s; CT checks the same hierarchy in the default run
+@pytest.mark.slow  # CT checks the same hierarchy in the default run
 def test_hierarchical_evidence_within_standard_error():
     model, log_z, post_mean = hierarchical_linear_gaussian()
     with model:
