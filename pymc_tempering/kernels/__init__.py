@@ -4,7 +4,8 @@ A kernel's ``step`` returns the new state and an :class:`Info` record, BlackJAX 
 driver loop (:func:`pymc_tempering.driver.run_kernel`) runs kernels and records what they report.
 Modules: ``hmc`` (tempered HMC), ``ladder`` (temperature schedules, the AIS annealing step, the
 simulated-tempering ladder draw), ``thermostats`` (TACT-HMC / SGNHT Nosé-Hoover dynamics),
-``exchange`` (the replica-exchange move) and ``ergodic`` (the ergodic-inference chain graph).
+``exchange`` (the replica-exchange move), ``ergodic`` (the ergodic-inference chain graph) and
+``ergodic_initial`` (its initial distribution ``P_0`` and entropy bound).
 """
 
 from __future__ import annotations
