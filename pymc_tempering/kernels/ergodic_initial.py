@@ -53,7 +53,6 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------------ NumPy helpers
-
 #: ``initial="auto"`` caps each marginal sd of a mode's Laplace Gaussian at this many profile
 #: half-widths (:func:`profile_width`): a zero curvature along a ridge (a ring-shaped target
 #: at a lobe) would otherwise make ``P_0`` arbitrarily wide and the chain accept nothing.
@@ -121,7 +120,6 @@ def mixture_entropy_bound(weights, stds) -> float:
     w = w / w.sum()
     entropies = [gaussian_entropy(np.asarray(s, dtype=float) ** 2) for s in stds]
     return float(w @ entropies - np.sum(w * np.log(w)))
-
 
 
 # ------------------------------------------------------------------------------ P_0 and h
@@ -305,6 +303,7 @@ def initial_and_bound(model, target, initial, entropy_lower_bound, n_prior_draws
             f"{np.exp((h - h0) / target.ndim):.3g}) or lower `entropy_lower_bound`."
         )
     return mean0, std0, float(h), source, auto
+
 
 # ------------------------------------------------------------------------------ calibration
 def calibrate_log_scale(gap: Callable[[float], float], lowest: float, highest: float = 5.0):
