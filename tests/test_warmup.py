@@ -35,6 +35,7 @@ from checks import K, assert_within_se, mcse_of_mean, seed
 
 import pymc_tempering as pmt
 from pymc_tempering import adaptation
+from pymc_tempering.adaptation import blowup
 from pymc_tempering.kernels import thermostats
 
 BATCH = 200
@@ -228,36 +229,36 @@ def test_blow_up_during_warm_up_is_undone_and_reported(method):
 
 
 def test_blow_ups_are_undone_in_the_warm_up_and_dropped_as_divergences_after_it():
-    """``recover_blowup``: during the warm-up the iteration restarts from its start with the
+    """``blowup.update``: during the warm-up the iteration restarts from its start with the
     preconditioner halved (counted; more than ``MAX_WARMUP_BLOWUPS`` raise), after it the start
     is kept with the same preconditioner and the blow-up counted as a divergence; an explicit
-    step size (no phase) re-raises, and so does a non-finite gradient during the warm-up."""
+    step size (no record) re-raises, and so does a non-finite gradient during the warm-up."""
     settings = thermostats.TACTSettings(0.01, 1.0, 0.05, 0.0, 1.0, 1.0, tempering=False)
     rng = np.random.default_rng(0)
     state = thermostats.init(np.ones((3, 2)), settings, rng)
     scale = np.full((3, 2), 4.0)
     err = pmt.DivergenceError("diverged at step 7")
-    phase = {"warm": True, "blowups": 0, "divergences": 0}
-    new, new_scale = adaptation.recover_blowup(err, phase, state, settings, scale, rng,
-                                                tempering=False)
+    recovery = blowup.init(tune=10)
+    recovery, new, new_scale = blowup.update(recovery, err, state, settings, scale, rng,
+                                             tempering=False)
     np.testing.assert_allclose(new_scale, 2.0)
     np.testing.assert_allclose(new.theta * new_scale, state.theta * scale)  # the same position
-    assert phase["blowups"] == 1 and phase["divergences"] == 0
+    assert recovery.blowups == 1 and recovery.divergences == 0
     with pytest.raises(pmt.NonFiniteGradientError):
-        adaptation.recover_blowup(pmt.NonFiniteGradientError("nan"), phase, state, settings,
-                                   scale, rng, tempering=False)
-    phase["blowups"] = adaptation.MAX_WARMUP_BLOWUPS
+        blowup.update(recovery, pmt.NonFiniteGradientError("nan"), state, settings, scale, rng,
+                      tempering=False)
     with pytest.raises(pmt.DivergenceError, match="halved the step"):
-        adaptation.recover_blowup(err, phase, state, settings, scale, rng, tempering=False)
-    phase.update(warm=False, blowups=1)
+        blowup.update(recovery._replace(blowups=blowup.MAX_WARMUP_BLOWUPS), err, state,
+                      settings, scale, rng, tempering=False)
+    recovery = blowup.final(recovery)
     for error in (err, pmt.NonFiniteGradientError("nan")):
-        new, new_scale = adaptation.recover_blowup(error, phase, state, settings, scale, rng,
-                                                    tempering=False)
+        recovery, new, new_scale = blowup.update(recovery, error, state, settings, scale, rng,
+                                                 tempering=False)
         assert new_scale is scale and np.array_equal(new.theta, state.theta)
         assert not np.array_equal(new.r_theta, state.r_theta)  # fresh momenta
-    assert phase["divergences"] == 2 and phase["blowups"] == 1
+    assert recovery.divergences == 2 and recovery.blowups == 1
     with pytest.raises(pmt.DivergenceError):
-        adaptation.recover_blowup(err, None, state, settings, scale, rng, tempering=False)
+        blowup.update(None, err, state, settings, scale, rng, tempering=False)
 
 
 def test_kicks_are_tamed_only_beyond_max_kick():
@@ -283,7 +284,7 @@ def test_kicks_are_tamed_only_beyond_max_kick():
 def test_a_kick_beyond_the_bound_in_the_warm_up_halves_that_chains_preconditioner_only():
     """From the end of the warm-up's first window to its end (``kick_raises``), a kick beyond
     ``max_kick`` is not tamed but undone: the step raises, naming the chains, and
-    :func:`recover_blowup` returns the iteration's start with those chains' preconditioner
+    :func:`blowup.update` returns the iteration's start with those chains' preconditioner
     halved and the others' as they were, counted apart from the blow-ups (whose limit it does
     not use up) and not warned about. Replica exchange on a two-component normal mixture
     (10,000 data in minibatches of 200) at its defaults threw a mean to 144 in one such kick,
@@ -298,24 +299,24 @@ def test_a_kick_beyond_the_bound_in_the_warm_up_halves_that_chains_preconditione
     with pytest.raises(thermostats.KickBeyondBound, match="beyond max_kick") as caught:
         thermostats.step(state, settings, force, np.random.default_rng(2), where="here")
     np.testing.assert_array_equal(caught.value.rows, [False, True, False])
-    phase = {"warm": True, "blowups": 0}
+    recovery = blowup.init(tune=10)
     scale = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
-    back, new_scale = adaptation.recover_blowup(
-        caught.value, phase, state, settings, scale, np.random.default_rng(3), tempering=False
+    recovery, back, new_scale = blowup.update(
+        recovery, caught.value, state, settings, scale, np.random.default_rng(3), tempering=False
     )
     np.testing.assert_array_equal(new_scale, [[1.0, 2.0], [1.5, 2.0], [5.0, 6.0]])
     np.testing.assert_array_equal(back.theta * new_scale, state.theta * scale)  # same positions
-    assert phase["kicks"] == 1 and phase["blowups"] == 0
+    assert recovery.kicks == 1 and recovery.blowups == 0
     # a shared preconditioner (one row for every chain) is halved for all
-    _, shared = adaptation.recover_blowup(
-        caught.value, phase, state, settings, scale[:1], np.random.default_rng(3),
+    recovery, _, shared = blowup.update(
+        recovery, caught.value, state, settings, scale[:1], np.random.default_rng(3),
         tempering=False,
     )
     np.testing.assert_array_equal(shared, [[0.5, 1.0]])
-    assert phase["kicks"] == 2
+    assert recovery.kicks == 2
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # counted (attrs["warmup_kicks_undone"]), not warned
-        adaptation.warn_blowups("Replica exchange", phase)
+        blowup.warn_blowups("Replica exchange", recovery)
 
 
 def test_chains_left_in_different_modes_warn_as_pm_sample_does():

@@ -1,24 +1,37 @@
 """The ``step_size="auto"`` warm-up of the thermostat methods (TACT-HMC, replica exchange).
 
-Modules, one concern each:
+The warm-up is a set of state machines in the BlackJAX style: each keeps an immutable record
+(a ``NamedTuple``) that travels in the driver's loop state, started by ``init``, advanced by
+``update`` and closed by ``final``, each returning a new record; nothing is shared or
+mutated between the sampler's closures. Modules, one concern each:
 
 - :mod:`~pymc_tempering.adaptation.coordinates`: the preconditioned coordinates ``u`` the
   dynamics run in (``theta = (u * scale) @ B.T``) and moving chains between them.
 - :mod:`~pymc_tempering.adaptation.noise`: the minibatch gradient noise measured where the
   chains are, and the turn that makes it uncorrelated between coordinates.
 - :mod:`~pymc_tempering.adaptation.step_size`: the step sizes and the stability limits on the
-  preconditioner's widths (curvature and gradient noise) and on the tempering step.
-- :mod:`~pymc_tempering.adaptation.windows`: the warm-up's windows, the positions' running
-  sums over each, and the dense preconditioner's change of coordinates at a window's end.
+  preconditioner's widths (curvature and gradient noise, every replica's too) and on the
+  tempering step.
+- :mod:`~pymc_tempering.adaptation.windows`: the warm-up's windows (state machine
+  :class:`~pymc_tempering.adaptation.windows.Windows`): the positions' sums over each, and the
+  dense preconditioner's change of coordinates at a window's end.
 - :mod:`~pymc_tempering.adaptation.blowup`: blow-ups undone during the warm-up and dropped
-  after it, and the kick bound.
+  after it, and the kick bound (state machine
+  :class:`~pymc_tempering.adaptation.blowup.Recovery`).
+- :mod:`~pymc_tempering.adaptation.exchange_batches`: the minibatches replica exchange's
+  corrected swap test averages per pair (state machine
+  :class:`~pymc_tempering.adaptation.exchange_batches.ExchangeNoise`).
+
+This package re-exports each module's helpers; the state machines' ``init``, ``update`` and
+``final`` are called through their modules (``windows.update``, ``blowup.final``).
 """
 
 from pymc_tempering.adaptation.blowup import (
     MAX_KICK,
     MAX_WARMUP_BLOWUPS,
+    Recovery,
     dropped_info,
-    recover_blowup,
+    start_bounds,
     warmup_kick_bound,
     warn_blowups,
 )
@@ -30,16 +43,25 @@ from pymc_tempering.adaptation.coordinates import (
     rescale,
     whitened,
 )
+from pymc_tempering.adaptation.exchange_batches import (
+    FULL_PASS_FRACTION,
+    MAX_BATCH_PASSES,
+    ExchangeNoise,
+    exact_from,
+    max_batches,
+)
 from pymc_tempering.adaptation.noise import NOISE_PAIRS_PER_DIM, gradient_noise, noise_rotation
 from pymc_tempering.adaptation.step_size import (
     AUTO_STEP_SIZE,
     AUTO_STEP_SIZE_TEMPERING,
+    LOCAL_WIDTHS,
     THETA_NOISE_BUDGET,
     XI_KICK_BUDGET,
     XI_NOISE_BUDGET,
     adapted_scale,
     curvature_at,
     curvature_scale,
+    replica_scales,
     stability_cap,
     start_preconditioner,
     tempering_step_cap,
@@ -50,6 +72,7 @@ from pymc_tempering.adaptation.windows import (
     DENSE_SHRINKAGE,
     WINDOW_ENDS,
     Spread,
+    Windows,
     decorrelating_basis,
     in_new_coordinates,
     spread_add,
@@ -63,8 +86,9 @@ from pymc_tempering.adaptation.windows import (
 __all__ = [
     "MAX_KICK",
     "MAX_WARMUP_BLOWUPS",
+    "Recovery",
     "dropped_info",
-    "recover_blowup",
+    "start_bounds",
     "warmup_kick_bound",
     "warn_blowups",
     "Basis",
@@ -73,17 +97,24 @@ __all__ = [
     "in_model_units",
     "rescale",
     "whitened",
+    "FULL_PASS_FRACTION",
+    "MAX_BATCH_PASSES",
+    "ExchangeNoise",
+    "exact_from",
+    "max_batches",
     "NOISE_PAIRS_PER_DIM",
     "gradient_noise",
     "noise_rotation",
     "AUTO_STEP_SIZE",
     "AUTO_STEP_SIZE_TEMPERING",
+    "LOCAL_WIDTHS",
     "THETA_NOISE_BUDGET",
     "XI_KICK_BUDGET",
     "XI_NOISE_BUDGET",
     "adapted_scale",
     "curvature_at",
     "curvature_scale",
+    "replica_scales",
     "stability_cap",
     "start_preconditioner",
     "tempering_step_cap",
@@ -92,6 +123,7 @@ __all__ = [
     "DENSE_SHRINKAGE",
     "WINDOW_ENDS",
     "Spread",
+    "Windows",
     "decorrelating_basis",
     "in_new_coordinates",
     "spread_add",

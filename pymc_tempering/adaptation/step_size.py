@@ -7,7 +7,8 @@ preconditioner's widths adapt to it: the first from the curvature at the model's
 always capped where the chains are by the curvature and by the thermostat's excess under the
 minibatch gradient noise (:func:`stability_cap`, Theorem 1 of Luo et al. 2018). The tempering
 variable's step is set from the energy noise (:func:`tempering_step_size`) and capped so that
-its kicks stay small (:func:`tempering_step_cap`).
+its kicks stay small (:func:`tempering_step_cap`). Replica exchange gives every replica its
+own widths, measured on its tempered density (:func:`replica_scales`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from pymc_tempering.adaptation.coordinates import Basis, whitened
 from pymc_tempering.adaptation.noise import gradient_noise
 from pymc_tempering.kernels.thermostats import TACTSettings, coupling
 
@@ -30,6 +32,8 @@ __all__ = [
     "curvature_at",
     "stability_cap",
     "adapted_scale",
+    "LOCAL_WIDTHS",
+    "replica_scales",
     "tempering_step_cap",
     "tempering_step_size",
 ]
@@ -165,6 +169,51 @@ def adapted_scale(
     target = old_scale if sd is None else np.fmax(sd, 0.5 * old_scale)
     target = np.where(np.isfinite(target) & (target > 0), target, old_scale)
     return np.fmin(target, stability_cap(curvature, grad_var, eta))
+
+
+#: At the end of a warm-up window a replica's preconditioner is at most this many local
+#: widths ``1 / sqrt(|curvature| / T_j)`` (the curvature measured where its chains are; the
+#: largest over them). The spread of a replica's positions counts the positions swapped in
+#: from other modes: on a sign-flip posterior (two modes with quartic walls) it made a hot
+#: replica's scale 9 local widths, at the stability cap, and its chains, overshooting into
+#: the walls, blew up in one iteration. At 5 they held; at 3 the hot replicas (whose density
+#: spans both modes) were held below their spread, and the mode indicator's ESS at ``T = 1``
+#: fell.
+LOCAL_WIDTHS = 5.0
+
+
+def replica_scales(
+    tempered: Callable, betas: np.ndarray, chains: int, base: np.ndarray | None,
+    theta: np.ndarray, eta: float, olds=None, sds=None, basis: Basis | None = None,
+) -> np.ndarray:
+    """Every replica's preconditioner ``(chains * R, D)``, ladder after ladder.
+
+    ``tempered(beta)`` is the log density and gradient of the replica at inverse temperature
+    ``beta`` (one of ``betas``). At the start (``olds`` None), replica ``j`` gets the
+    curvature scale of its tempered density (:func:`curvature_scale`) at ``base (D,)``, the
+    model's initial point, capped by the gradient noise measured at its starting points. At
+    the end of a warm-up window it gets, as the ``T = 1`` chains do in TACT-HMC, the
+    within-chain spread of its own positions over the window (``sds[j]``, swapped-in positions
+    included: the tempered density's spread; :func:`adapted_scale`), capped by the stability
+    limits of its tempered density measured where its chains are (:func:`stability_cap` with
+    that density's curvature and gradient noise) and by :data:`LOCAL_WIDTHS`.
+    ``theta (chains, R, D)`` are the replicas' positions in the coordinates ``v`` of ``basis``
+    (the model's without one), ``olds[j]`` replica ``j``'s current scale in them.
+    """
+    out = np.empty((betas.size, theta.shape[-1]))
+    for j, beta in enumerate(betas):
+        rows = theta[:, j]
+        density = whitened(tempered(beta), 1.0, basis)
+        grad_var, _ = gradient_noise(density, rows)
+        if olds is None:
+            width = curvature_scale(density, base)
+            out[j] = np.fmin(width, stability_cap(0.0, grad_var, eta))
+            continue
+        curvature = curvature_at(density, rows, olds[j])
+        out[j] = adapted_scale(sds[j], olds[j], curvature, grad_var, eta)
+        with np.errstate(divide="ignore"):  # the local width's cap (LOCAL_WIDTHS)
+            out[j] = np.fmin(out[j], LOCAL_WIDTHS / np.sqrt(curvature))
+    return np.tile(out, (chains, 1))
 
 
 def tempering_step_cap(settings: TACTSettings, ndim: int) -> float:

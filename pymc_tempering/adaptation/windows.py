@@ -8,6 +8,12 @@ are summed per chain (:class:`Spread`), for their pooled within-chain spread
 (:func:`spread_sd`) and, for a dense preconditioner (at most :data:`DENSE_MAX_DIM`
 coordinates), their covariance (:func:`spread_cov`), from which the coordinates change to
 decorrelated ones (:func:`decorrelating_basis`, :func:`window_basis`).
+
+State machine, as BlackJAX's windowed mass-matrix adaptation: :class:`Windows` holds the
+schedule and the current window's sums; :func:`init` starts it, :func:`update` adds an
+iteration's positions, :func:`final` closes a window (the change of coordinates and each
+spread's standard deviations in the new ones) and starts the next. The record travels in the
+driver's loop state; what a window's end does with the spreads is the sampler's.
 """
 
 from __future__ import annotations
@@ -22,6 +28,10 @@ from pymc_tempering.adaptation.coordinates import Basis, compose, whitened
 from pymc_tempering.adaptation.noise import noise_rotation
 
 __all__ = [
+    "Windows",
+    "init",
+    "update",
+    "final",
     "WINDOW_ENDS",
     "window_ends",
     "Spread",
@@ -59,6 +69,7 @@ class Spread(NamedTuple):
 
 
 def spread_empty(n: int, d: int, dense: bool = False) -> Spread:
+    """No positions yet for ``n`` chains of ``d`` coordinates (with ``outer`` when ``dense``)."""
     return Spread(np.zeros((n, d)), np.zeros((n, d)), np.zeros(n),
                   np.zeros((d, d)) if dense else None)
 
@@ -150,11 +161,12 @@ def window_basis(
     coordinates change to those that decorrelate ``spreads[0]``'s positions (the chains' or the
     ``T = 1`` replica's; :func:`decorrelating_basis`). Returns ``(sds, olds, basis, w_inv)``:
     each spread's standard deviations and each old scale in the coordinates after the window
-    (:func:`in_new_coordinates`), the basis after it (:func:`~pymc_tempering.adaptation.coordinates.compose`), and the change
-    ``v' = v @ w_inv.T`` (None where the coordinates stay). With ``noise = (logp_and_grad,
-    x)``, the model's density (in its own units) and positions ``x (n, D)`` in the coordinates
-    ``v``, the change also turns the decorrelated coordinates to those in which the gradient
-    noise measured at ``x`` is uncorrelated (:func:`~pymc_tempering.adaptation.noise.noise_rotation`).
+    (:func:`in_new_coordinates`), the basis after it
+    (:func:`~pymc_tempering.adaptation.coordinates.compose`), and the change ``v' = v @
+    w_inv.T`` (None where the coordinates stay). With ``noise = (logp_and_grad, x)``, the
+    model's density (in its own units) and positions ``x (n, D)`` in the coordinates ``v``, the
+    change also turns the decorrelated coordinates to those in which the gradient noise
+    measured at ``x`` is uncorrelated (:func:`~pymc_tempering.adaptation.noise.noise_rotation`).
     """
     found = decorrelating_basis(spreads[0]) if allowed else None
     if found is None:
@@ -181,3 +193,59 @@ def in_new_coordinates(spread: Spread, old_scale: np.ndarray, w_inv: np.ndarray)
         return None, old
     cov = w_inv @ found[0] @ w_inv.T
     return np.sqrt(np.maximum(np.diag(cov), 0.0)), old
+
+
+class Windows(NamedTuple):
+    """The warm-up's window schedule and the positions summed over the current window.
+
+    Attributes
+    ----------
+    ends : frozenset of int
+        The warm-up iterations (0-based) after which a window ends (:func:`window_ends`).
+    first : int
+        The first window's end (the transit), -1 without windows.
+    dense : bool
+        Whether the positions' outer products are summed, for a dense preconditioner from the
+        second window on (models of 2 to :data:`DENSE_MAX_DIM` coordinates).
+    spreads : tuple of Spread, optional
+        The current window's sums, one per group of positions (TACT-HMC: the chains at unit
+        temperature; replica exchange: each replica, the ``T = 1`` one first); None before the
+        window's first iteration.
+    """
+
+    ends: frozenset
+    first: int
+    dense: bool
+    spreads: tuple | None = None
+
+
+def init(tune: int, ndim: int) -> Windows:
+    """The windows of a warm-up of ``tune`` iterations on a model of ``ndim`` coordinates."""
+    ends = frozenset(window_ends(tune))
+    return Windows(ends, min(ends, default=-1), 2 <= ndim <= DENSE_MAX_DIM)
+
+
+def update(windows: Windows, positions, mask: np.ndarray) -> Windows:
+    """Add one iteration's positions: ``positions[k] (n, D)`` to spread ``k``, for the chains
+    where ``mask (n,)`` holds."""
+    spreads = windows.spreads
+    if spreads is None:
+        spreads = (spread_empty(*positions[0].shape, dense=windows.dense),) * len(positions)
+    spreads = tuple(spread_add(sp, v, mask) for sp, v in zip(spreads, positions, strict=True))
+    return windows._replace(spreads=spreads)
+
+
+def final(
+    windows: Windows, it: int, olds: list[np.ndarray], basis: Basis | None,
+    noise: tuple[Callable, np.ndarray] | None = None,
+) -> tuple[Windows, list, list, Basis | None, np.ndarray | None]:
+    """Close the window that ends at iteration ``it``: ``(windows, sds, olds, basis, w_inv)``.
+
+    The change of coordinates (from the second window on) and each spread's standard
+    deviations and old scale ``olds[k]`` in the new coordinates (:func:`window_basis`), and
+    the record with empty sums for the next window.
+    """
+    sds, olds, basis, w_inv = window_basis(
+        list(windows.spreads), olds, basis, it != windows.first, noise
+    )
+    return windows._replace(spreads=None), sds, olds, basis, w_inv

@@ -29,6 +29,7 @@ import xarray as xr
 from pymc.model import modelcontext
 
 from pymc_tempering import adaptation
+from pymc_tempering.adaptation import blowup, exchange_batches, windows
 from pymc_tempering.driver import driver_result, run_kernel
 from pymc_tempering.results import constrained_draws
 from pymc_tempering.kernels import exchange, thermostats
@@ -164,8 +165,11 @@ class _Loop(NamedTuple):
     bookkeeping, the steps taken so far (warm-up included), the preconditioner of every
     replica: its dynamics run on ``u``, ``theta = in_model_units(u, scale, basis)`` with its
     own ``scale (chains * R, D)`` (all ones for an explicit ``step_size``) and one ``basis``
-    shared by the replicas (None: diagonal), and the minibatches averaged per pair in the
-    corrected test."""
+    shared by the replicas (None: diagonal), the minibatches averaged per pair in the
+    corrected test and, with ``step_size="auto"``, the warm-up's records (None otherwise):
+    the current window (:class:`~pymc_tempering.adaptation.windows.Windows`), the exchange
+    counts at its start (:class:`~pymc_tempering.adaptation.exchange_batches.ExchangeNoise`)
+    and what was undone (:class:`~pymc_tempering.adaptation.blowup.Recovery`)."""
 
     dynamics: thermostats.TACTState
     exchange: exchange.ExchangeState
@@ -173,6 +177,9 @@ class _Loop(NamedTuple):
     scale: np.ndarray
     n_batches: np.ndarray
     basis: adaptation.Basis | None = None
+    window: windows.Windows | None = None
+    exchange_noise: exchange_batches.ExchangeNoise | None = None
+    recovery: blowup.Recovery | None = None
 
 
 class _Plan(NamedTuple):
@@ -199,14 +206,14 @@ class _Plan(NamedTuple):
         return likelihood_tempered(self.logp_and_grad, self.prior_and_grad, beta)
 
 
-def _iteration(plan: _Plan, phase=None):
+def _iteration(plan: _Plan):
     """One loop iteration: ``steps_per_sample`` kernel steps, an exchange round every
     ``exchange_every`` steps (counted from the start), then the momentum refresh.
 
-    With the ``"auto"`` warm-up (``phase`` a dict), a blow-up is undone
-    (:func:`~pymc_tempering.adaptation.blowup.recover_blowup`): the iteration's start is
-    kept; during the warm-up the preconditioner is halved (the steps with it), after it the
-    iteration is a divergent draw (the ladder's chains stay where they were).
+    With the ``"auto"`` warm-up (``loop.recovery`` set), a blow-up is undone
+    (:func:`~pymc_tempering.adaptation.blowup.update`): the iteration's start is kept; during
+    the warm-up the preconditioner is halved (the steps with it), after it the iteration is a
+    divergent draw (the ladder's chains stay where they were).
     """
     n_rep = plan.betas.size
     temperatures = 1.0 / plan.betas
@@ -219,7 +226,9 @@ def _iteration(plan: _Plan, phase=None):
     )
 
     def iterate(loop: _Loop, settings: TACTSettings, rng: np.random.Generator):
-        state, ex, n_steps, scale, n_batches, basis = loop
+        state, ex, n_steps, scale, basis = (
+            loop.dynamics, loop.exchange, loop.n_steps, loop.scale, loop.basis
+        )
         evaluate = adaptation.whitened(logp_and_grad, scale, basis)
         tamed = np.zeros(state.theta.shape[0], dtype=bool)
         try:
@@ -238,7 +247,7 @@ def _iteration(plan: _Plan, phase=None):
                     )
                     ex, swapped = exchange.step(
                         ex, theta, plan.betas, plan.energies, plan.exchange_rng,
-                        corrected=plan.corrected, n_batches=n_batches,
+                        corrected=plan.corrected, n_batches=loop.n_batches,
                         exact_energies=plan.exact_energies,
                     )
                     if swapped is not theta:  # positions swap; each keeps its replica's units
@@ -246,125 +255,70 @@ def _iteration(plan: _Plan, phase=None):
                             swapped.reshape(state.theta.shape), scale, basis
                         ))
         except DivergenceError as err:
-            state, scale = adaptation.recover_blowup(
-                err, phase, loop.dynamics, settings, scale, rng, tempering=False
+            recovery, state, scale = blowup.update(
+                loop.recovery, err, loop.dynamics, settings, scale, rng, tempering=False
             )
-            return (
-                _Loop(state, loop.exchange, n_steps, scale, n_batches, basis),
-                adaptation.dropped_info(logp_and_grad, state, scale, basis),
-            )
+            loop = loop._replace(dynamics=state, n_steps=n_steps, scale=scale, recovery=recovery)
+            return loop, blowup.dropped_info(logp_and_grad, state, scale, basis)
         if plan.resample_momenta:
             state = thermostats.refresh_momenta(state, settings, rng, tempering=False)
-        return _Loop(state, ex, n_steps, scale, n_batches, basis), info._replace(diverging=tamed)
+        loop = loop._replace(dynamics=state, exchange=ex, n_steps=n_steps)
+        return loop, info._replace(diverging=tamed)
 
     return iterate
 
 
-#: At the end of a warm-up window a replica's preconditioner is at most this many local
-#: widths ``1 / sqrt(|curvature| / T_j)`` (the curvature measured where its chains are; the
-#: largest over them). The spread of a replica's positions counts the positions swapped in
-#: from other modes: on issue 16's sign-flip posterior at ``n = 500`` it made the ``T = 14``
-#: replica's scale 9 local widths, at the stability cap, and its chains, overshooting into the
-#: quartic walls, reached ``|theta| = 1e50`` in one iteration once the exact exchange let more
-#: swaps through. At 5 no run of four blew up; 3 also held the hot replicas (whose density
-#: spans both modes) below their spread, and the ESS of the ``T = 1`` mode indicator fell from
-#: 360 to 144 on one seed (126 to 264 at 5).
-LOCAL_WIDTHS = 5.0
-
-
-def _replica_scales(plan: _Plan, base: np.ndarray, theta: np.ndarray, eta: float,
-                    olds=None, sds=None, basis=None):
-    """Every replica's preconditioner ``(chains * R, D)``.
-
-    At the start (``olds`` None), replica ``j`` gets the curvature scale of its tempered
-    density (:func:`~pymc_tempering.adaptation.step_size.curvature_scale`) at ``base (D,)``,
-    the model's initial point, capped by the gradient noise measured at its starting points.
-    At the end of a warm-up window it gets,
-    as the ``T = 1`` replica does in TACT-HMC, the within-chain spread of its own positions
-    over the window (``sds[j]``, swapped-in positions included: the tempered density's
-    spread; :func:`~pymc_tempering.adaptation.step_size.adapted_scale`), capped by the
-    stability limits of its tempered density (:func:`likelihood_tempered`) measured where its
-    chains are (:func:`~pymc_tempering.adaptation.step_size.stability_cap` with that density's
-    curvature and gradient noise). ``theta (chains, R, D)`` are the replicas' positions in the
-    coordinates ``v`` of ``basis`` (the model's without one), ``olds[j]`` replica ``j``'s
-    current scale in them.
-    """
-    n_rep = plan.betas.size
-    out = np.empty((n_rep, theta.shape[-1]))
-    for j, beta in enumerate(plan.betas):
-        rows = theta[:, j]
-        tempered = adaptation.whitened(plan.tempered(beta), 1.0, basis)
-        grad_var, _ = adaptation.gradient_noise(tempered, rows)
-        if olds is None:
-            width = adaptation.curvature_scale(tempered, base)
-            out[j] = np.fmin(width, adaptation.stability_cap(0.0, grad_var, eta))
-            continue
-        curvature = adaptation.curvature_at(tempered, rows, olds[j])
-        out[j] = adaptation.adapted_scale(sds[j], olds[j], curvature, grad_var, eta)
-        with np.errstate(divide="ignore"):  # the local width's cap (LOCAL_WIDTHS)
-            out[j] = np.fmin(out[j], LOCAL_WIDTHS / np.sqrt(curvature))
-    return np.tile(out, (plan.chains, 1))
-
-
-def _warmup(plan: _Plan, tune: int, rng: np.random.Generator, phase, max_batches: int):
+def _warmup(plan: _Plan, tune: int, rng: np.random.Generator, max_batches: int):
     """The ``step_size="auto"`` warm-up (as TACT-HMC's on the ``T = 1`` replicas, then every
     replica's preconditioner from it).
 
-    After every warm-up iteration the positions of each ladder's ``T = 1`` replica are added to
-    running sums; at the ends of the windows :data:`~pymc_tempering.adaptation.windows.
-    WINDOW_ENDS` the ``T = 1`` scale becomes their within-chain standard deviation, capped by
-    the stability limits (curvature and minibatch gradient noise) measured at those replicas,
-    and every replica moves to its own scale (:func:`_replica_scales`). From the second window
-    on, a model of at most :data:`~pymc_tempering.adaptation.windows.DENSE_MAX_DIM`
-    coordinates (``phase["dense"]``) first changes the coordinates of every replica to those
-    that decorrelate the ``T = 1`` replica's positions
-    (:func:`~pymc_tempering.adaptation.windows.decorrelating_basis`, as in TACT-HMC), and
-    every replica's scale is estimated in them. With the corrected
-    test, the minibatches averaged per pair become what brings the window's mean noise to
+    After every warm-up iteration each replica's positions are added to the window's sums
+    (:func:`~pymc_tempering.adaptation.windows.update`). At a window's end
+    (:func:`~pymc_tempering.adaptation.windows.final`; from the second window on, a model of
+    at most :data:`~pymc_tempering.adaptation.windows.DENSE_MAX_DIM` coordinates first changes
+    the coordinates of every replica to those that decorrelate the ``T = 1`` replica's
+    positions, turned to the axes of its gradient noise) every replica moves to its own scale,
+    estimated in those coordinates
+    (:func:`~pymc_tempering.adaptation.step_size.replica_scales`). With the corrected test,
+    the minibatches averaged per pair become what brings the window's mean noise to
     :data:`~pymc_tempering.kernels.exchange.TARGET_NOISE_SD`
-    (:func:`~pymc_tempering.kernels.exchange.batches_for_noise`, at most ``max_batches``).
-    ``phase["warm"]`` turns False after the last warm-up iteration.
+    (:func:`~pymc_tempering.adaptation.exchange_batches.final`, at most ``max_batches``).
+    After the last warm-up iteration blow-ups become divergent draws
+    (:func:`~pymc_tempering.adaptation.blowup.final`).
     """
-    ends = adaptation.window_ends(tune)
-    first = min(ends, default=-1)
     n_rep = plan.betas.size
 
+    def window_end(loop: _Loop, v, settings: TACTSettings, it: int) -> _Loop:
+        window, sds, olds, basis, w_inv = windows.final(
+            loop.window, it, list(loop.scale.reshape(plan.chains, n_rep, -1)[0]), loop.basis,
+            (plan.tempered(1.0), v[:, 0]),  # the noise at the T = 1 replicas
+        )
+        if w_inv is not None:
+            v = v @ w_inv.T
+        new_scale = adaptation.replica_scales(
+            plan.tempered, plan.betas, plan.chains, None, v, settings.eta_theta, olds, sds, basis
+        )
+        state = adaptation.rescale(
+            loop.dynamics, settings, loop.scale, new_scale, rng, tempering=False, w_inv=w_inv
+        )
+        loop = loop._replace(dynamics=state, scale=new_scale, basis=basis, window=window)
+        if plan.corrected and n_rep > 1:
+            noise, n_batches = exchange_batches.final(
+                loop.exchange_noise, loop.exchange, max_batches, plan.exact_from
+            )
+            loop = loop._replace(exchange_noise=noise, n_batches=n_batches)
+        return loop
+
     def warmup(loop: _Loop, info, settings: TACTSettings, it: int):
-        state, ex, n_steps, scale, n_batches, basis = loop
-        v = (state.theta * scale).reshape(plan.chains, n_rep, -1)
-        if phase["spread"] is None:
-            phase["spread"] = [
-                adaptation.spread_empty(*v[:, 0].shape, dense=phase["dense"])
-            ] * n_rep
+        v = (loop.dynamics.theta * loop.scale).reshape(plan.chains, n_rep, -1)
         every = np.ones(plan.chains, bool)
-        phase["spread"] = [
-            adaptation.spread_add(sp, v[:, j], every) for j, sp in enumerate(phase["spread"])
-        ]
-        if it in ends:
-            sds, olds, basis, w_inv = adaptation.window_basis(
-                phase["spread"], list(scale.reshape(plan.chains, n_rep, -1)[0]), basis,
-                it != first, (plan.tempered(1.0), v[:, 0]),  # the noise at the T = 1 replicas
-            )
-            phase["spread"] = None
-            if w_inv is not None:
-                v = v @ w_inv.T
-            new_scale = _replica_scales(
-                plan, None, v, settings.eta_theta, olds, sds, basis
-            )
-            state = adaptation.rescale(
-                state, settings, scale, new_scale, rng, tempering=False, w_inv=w_inv
-            )
-            if plan.corrected and n_rep > 1:
-                tested = ex.attempted - phase["attempted"]
-                noise = (ex.single_noise_sq - phase["noise_sq"]).sum(0) / np.maximum(
-                    tested.sum(0), 1
-                )
-                n_batches = exchange.batches_for_noise(noise, max_batches, plan.exact_from)
-                phase["attempted"], phase["noise_sq"] = ex.attempted, ex.single_noise_sq
-            loop = _Loop(state, ex, n_steps, new_scale, n_batches, basis)
+        window = windows.update(loop.window, [v[:, j] for j in range(n_rep)], every)
+        loop = loop._replace(window=window)
+        if it in window.ends:
+            loop = window_end(loop, v, settings, it)
         if it == tune - 1:
-            phase["warm"] = False
-        return loop, adaptation.warmup_kick_bound(settings, it, first, tune)
+            loop = loop._replace(recovery=blowup.final(loop.recovery))
+        return loop, blowup.warmup_kick_bound(settings, it, window.first, tune)
 
     return warmup
 
@@ -529,7 +483,7 @@ def _plan(target, ladder, chains, corrected, seeds, steps, resample_momenta) -> 
         full = full_data_energies(target) if ladder.size > 1 else None
         if full is not None:
             full_energy, length, m = full
-            exact_from = max(2, int(np.ceil(FULL_PASS_FRACTION * length / m)))
+            exact_from = exchange_batches.exact_from(length, m)
             exact = _less_prior(full_energy, prior_and_grad)
     else:  # exact energies, from the dynamics' own function
 
@@ -542,29 +496,26 @@ def _plan(target, ladder, chains, corrected, seeds, steps, resample_momenta) -> 
     )
 
 
-#: The corrected test averages at most ``MAX_BATCH_PASSES`` passes over the data set
-#: (``MAX_BATCH_PASSES * N / m`` minibatches of ``m`` terms) per exchange.
-MAX_BATCH_PASSES = 4
-#: A pair whose test would average minibatches covering this fraction of the data set or more
-#: takes exact energies from one pass over it instead (:func:`full_data_energies`), with the
-#: Metropolis test, which has no noise and skips no swap. What a pass costs in minibatch calls
-#: depends on the model (measured, 32-64 positions): 2 and 22 calls for the sign-flip model at
-#: ``N = 20 000`` and ``200 000`` (batches of 200; its per-datum work is tiny and a call's
-#: overhead dominates), 73 for a 4-parameter logistic regression at ``N = 50 000`` (batches of
-#: 500, ``N / m = 100``: the per-datum work dominates). So a pair switched at this threshold
-#: costs at most ``1 / FULL_PASS_FRACTION`` times what averaging would, and pairs needing more
-#: than one pass (the averaged test allowed up to 4) cost less. The rule depends on sizes only,
-#: never on timings, so that the same seed gives the same draws on any machine.
-FULL_PASS_FRACTION = 1 / 8
-
-
-def _max_batches(target: Target, plan: _Plan, start: np.ndarray) -> int:
-    """The most minibatches the corrected test averages per pair (see ``MAX_BATCH_PASSES``)."""
-    if not plan.corrected:
-        return 1
-    _, terms = plan.energies(start[:1])
-    m = max(1, terms.shape[-1])
-    return max(1, int(np.ceil(MAX_BATCH_PASSES * data_size(target) / m)))
+def _start(target: Target, plan: _Plan, auto: bool, initial_points, jitter, shape, seed):
+    """``(scale, start)``: every replica's first preconditioner ``(chains * R, D)`` (ones for
+    an explicit step size; :func:`~pymc_tempering.adaptation.step_size.replica_scales` for
+    ``"auto"``, the jitter in the ``T = 1`` replica's curvature units) and the starting points
+    ``(chains * R, D)`` in the model's units."""
+    chains, n_rep, ndim = shape
+    if not auto:
+        start = _initial_points(target, initial_points, jitter, shape, seed)
+        return np.ones((chains * n_rep, ndim)), start
+    point = target.ravel(target.model.initial_point())
+    _, start = adaptation.start_preconditioner(
+        plan.logp_and_grad, point, jitter, shape, np.random.default_rng(seed), initial_points,
+        noise_cap=False,
+    )
+    start = _initial_points(target, start, jitter, shape, seed)
+    scale = adaptation.replica_scales(
+        plan.tempered, plan.betas, plan.chains, point, start.reshape(shape),
+        adaptation.AUTO_STEP_SIZE,
+    )
+    return scale, start
 
 
 def _result(target, trace, ladder, attrs, random_seed):
@@ -739,8 +690,9 @@ def sample_replica_exchange(
     corrected = _use_corrected(target, minibatch)
     n_rep = ladder.size
     settings = TACTSettings(
-        eta_theta=adaptation.AUTO_STEP_SIZE if auto else float(step_size), eta_xi=1.0, c_theta=float(noise), c_xi=0.0,
-        gamma_theta=float(thermal_inertia), gamma_xi=1.0, thermostat=thermostat_on,
+        eta_theta=adaptation.AUTO_STEP_SIZE if auto else float(step_size), eta_xi=1.0,
+        c_theta=float(noise), c_xi=0.0, gamma_theta=float(thermal_inertia), gamma_xi=1.0,
+        thermostat=thermostat_on,
         tempering=False,  # each replica's density is its own (plan.tempered), not U / T
         per_coordinate=per_coordinate,
     )
@@ -748,29 +700,11 @@ def sample_replica_exchange(
     rng = np.random.default_rng(seeds[1])
     steps = (int(steps_per_sample), int(exchange_every))
     plan = _plan(target, ladder, chains, corrected, seeds, steps, resample_momenta)
-    shape = (chains, n_rep, target.ndim)
-    scale = np.ones((chains * n_rep, target.ndim))
-    if auto:
-        point = target.ravel(target.model.initial_point())
-        _, start = adaptation.start_preconditioner(
-            plan.logp_and_grad, point, jitter, shape, np.random.default_rng(seeds[0]),
-            initial_points, noise_cap=False,
-        )
-        start = _initial_points(target, start, jitter, shape, seeds[0])
-        scale = _replica_scales(
-            plan, point, start.reshape(shape), adaptation.AUTO_STEP_SIZE, None
-        )
-    else:
-        start = _initial_points(target, initial_points, jitter, shape, seeds[0])
-    phase = None
-    if auto:
-        phase = {"warm": tune > 0, "blowups": 0, "divergences": 0, "spread": None,
-                 "attempted": 0, "noise_sq": 0.0,
-                 "dense": 2 <= target.ndim <= adaptation.DENSE_MAX_DIM}
-        # see TACTSettings.max_friction and max_kick (from the end of the warm-up)
-        settings = settings._replace(
-            max_friction=1.0, max_kick=np.inf if tune > 0 else adaptation.MAX_KICK
-        )
+    scale, start = _start(
+        target, plan, auto, initial_points, jitter, (chains, n_rep, target.ndim), seeds[0]
+    )
+    if auto:  # see TACTSettings.max_friction and max_kick (from the end of the warm-up)
+        settings = blowup.start_bounds(settings, tune)
     warmup_rng = np.random.default_rng(rng.integers(2**63)) if auto else None
     # until the first warm-up window sizes the test, every pair takes exact energies if it can
     # (with one minibatch the noise near T = 1 skips nearly every swap, and the ladder would
@@ -778,25 +712,32 @@ def sample_replica_exchange(
     n_batches = np.full(max(n_rep - 1, 0), 0 if auto and plan.exact_energies else 1, dtype=int)
     state = _Loop(
         thermostats.init(start / scale, settings, rng), exchange.init(chains, n_rep), 0, scale,
-        n_batches,
+        n_batches, window=windows.init(tune, target.ndim) if auto else None,
+        exchange_noise=exchange_batches.init() if auto else None,
+        recovery=blowup.init(tune) if auto else None,
     )
+    warmup = None
+    if auto:  # the most minibatches per pair: one call of the exchange energies gives m
+        most = exchange_batches.max_batches(plan.energies, start, data_size(target)) if (
+            corrected
+        ) else 1
+        warmup = _warmup(plan, tune, warmup_rng, most)
     label = "corrected" if corrected else "Metropolis"
     trace = run_kernel(
-        _iteration(plan, phase), state, settings, draws=draws, tune=tune, chains=chains,
-        rng=rng, record=_record(chains, n_rep), progressbar=progressbar,
-        warmup=_warmup(plan, tune, warmup_rng, phase, _max_batches(target, plan, start))
-        if auto else None,
+        _iteration(plan), state, settings, draws=draws, tune=tune, chains=chains,
+        rng=rng, record=_record(chains, n_rep), progressbar=progressbar, warmup=warmup,
         description=f"Replica exchange ({n_rep} replicas, {label} test)",
     )
-    blowups = phase["blowups"] if auto else 0
-    adaptation.warn_blowups("Replica exchange", phase)
+    recovery = trace.state.recovery
+    blowup.warn_blowups("Replica exchange", recovery)
     attrs = {
         "n_replicas": int(n_rep), "max_temperature": float(ladder[-1]),
         "exchange_every": steps[1], "correction_sd": CORRECTION_SD,
         "exchange_test": "corrected_logistic" if corrected else "metropolis",
         "step_size": float(trace.params.eta_theta), "noise": float(noise),
-        "step_size_mode": "auto" if auto else "fixed", "warmup_blowups": blowups,
-        "warmup_kicks_undone": int(phase.get("kicks", 0)) if auto else 0,
+        "step_size_mode": "auto" if auto else "fixed",
+        "warmup_blowups": recovery.blowups if auto else 0,
+        "warmup_kicks_undone": int(recovery.kicks) if auto else 0,
         "thermal_inertia": float(thermal_inertia), "thermostat": str(thermostat),
         "steps_per_sample": steps[0], "tune": tune,
     }

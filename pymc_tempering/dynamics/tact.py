@@ -5,7 +5,9 @@ The sampler (:func:`sample_tact`) runs the Nosé-Hoover dynamics of
 driver loop (:func:`~pymc_tempering.driver.run_kernel`): one loop iteration is
 ``steps_per_sample`` Euler steps followed by a momentum refresh (Algorithm 1, line 18), and a
 chain's state is kept as a draw when its effective temperature ``1 / lambda(xi)`` is exactly one
-(Algorithm 1, line 16). The ``tune`` warm-up iterations run the same dynamics and are discarded.
+(Algorithm 1, line 16). The ``tune`` warm-up iterations run the same dynamics and are discarded;
+with ``step_size="auto"`` they adapt the preconditioner through the state machines of
+:mod:`pymc_tempering.adaptation`, whose records travel in the loop's state (:class:`_Loop`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import xarray as xr
 from pymc.model import modelcontext
 
 from pymc_tempering import adaptation
+from pymc_tempering.adaptation import blowup, windows
 from pymc_tempering.driver import driver_result, run_kernel
 from pymc_tempering.kernels import thermostats
 from pymc_tempering.kernels.thermostats import TACTSettings, coupling
@@ -53,15 +56,19 @@ STATS = (
 
 
 class _Loop(NamedTuple):
-    """The driver's state: the chains' dynamics, the steps taken so far (warm-up included) and
-    the preconditioner: the dynamics run on ``u``, ``theta = in_model_units(u, scale, basis)``
-    (``scale`` all ones and ``basis`` None for an explicit ``step_size``; ``basis`` None for a
-    diagonal preconditioner)."""
+    """The driver's state: the chains' dynamics, the steps taken so far (warm-up included), the
+    preconditioner (the dynamics run on ``u``, ``theta = in_model_units(u, scale, basis)``;
+    ``scale`` all ones and ``basis`` None for an explicit ``step_size``, ``basis`` None for a
+    diagonal preconditioner) and, with ``step_size="auto"``, the warm-up's records: the
+    current window (:class:`~pymc_tempering.adaptation.windows.Windows`) and what was undone
+    (:class:`~pymc_tempering.adaptation.blowup.Recovery`); both None otherwise."""
 
     dynamics: thermostats.TACTState
     n_steps: int
     scale: np.ndarray
     basis: adaptation.Basis | None = None
+    window: windows.Windows | None = None
+    recovery: blowup.Recovery | None = None
 
 
 class _Info(NamedTuple):
@@ -89,18 +96,18 @@ def _noisy(logp_and_grad, energy_sd, gradient_sd, rng):
     return noisy
 
 
-def _iteration(logp_and_grad, steps_per_sample: int, resample_momenta: bool, callback, phase):
+def _iteration(logp_and_grad, steps_per_sample: int, resample_momenta: bool, callback):
     """One loop iteration: ``steps_per_sample`` kernel steps, then the momentum refresh.
 
-    With the ``"auto"`` warm-up (``phase`` a dict), a blow-up is undone
-    (:func:`~pymc_tempering.adaptation.blowup.recover_blowup`): the iteration's start is
-    kept; during the warm-up the preconditioner is halved (the steps with it), after it the
-    iteration is a divergent draw (the chains stay where they were).
+    With the ``"auto"`` warm-up (``loop.recovery`` set), a blow-up is undone
+    (:func:`~pymc_tempering.adaptation.blowup.update`): the iteration's start is kept; during
+    the warm-up the preconditioner is halved (the steps with it), after it the iteration is a
+    divergent draw (the chains stay where they were).
     """
 
     def iterate(loop: _Loop, settings: TACTSettings, rng: np.random.Generator):
-        state, n_steps, scale, basis = loop
-        evaluate = adaptation.whitened(logp_and_grad, scale, basis)
+        state, n_steps, scale = loop.dynamics, loop.n_steps, loop.scale
+        evaluate = adaptation.whitened(logp_and_grad, scale, loop.basis)
         tamed = np.zeros(state.theta.shape[0], dtype=bool)
         try:
             for k in range(steps_per_sample):
@@ -115,73 +122,71 @@ def _iteration(logp_and_grad, steps_per_sample: int, resample_momenta: bool, cal
                 )
                 tamed |= info.diverging
         except DivergenceError as err:
-            state, scale = adaptation.recover_blowup(
-                err, phase, loop.dynamics, settings, scale, rng, tempering=settings.tempering
+            recovery, state, scale = blowup.update(
+                loop.recovery, err, loop.dynamics, settings, scale, rng,
+                tempering=settings.tempering,
             )
-            info = adaptation.dropped_info(logp_and_grad, state, scale, basis)
+            info = blowup.dropped_info(logp_and_grad, state, scale, loop.basis)
             kinetic = thermostats.kinetic_temperature(state, settings)
-            return _Loop(state, n_steps, scale, basis), _Info(*info, kinetic)
+            loop = loop._replace(dynamics=state, n_steps=n_steps, scale=scale, recovery=recovery)
+            return loop, _Info(*info, kinetic)
         kinetic = thermostats.kinetic_temperature(state, settings)
         if resample_momenta:
             state = thermostats.refresh_momenta(state, settings, rng)
-        return _Loop(state, n_steps, scale, basis), _Info(*info._replace(diverging=tamed), kinetic)
+        info = _Info(*info._replace(diverging=tamed), kinetic)
+        return loop._replace(dynamics=state, n_steps=n_steps), info
 
     return iterate
 
 
-def _warmup(logp_and_grad, tune: int, adapt_tempering: bool, rng: np.random.Generator, phase,
+def _warmup(logp_and_grad, tune: int, adapt_tempering: bool, rng: np.random.Generator,
             xi_cap: float = np.inf):
     """The ``step_size="auto"`` warm-up: a preconditioner re-estimated per window.
 
     After every warm-up iteration the positions of the chains at unit temperature are added to
-    running sums. At the ends of the windows :data:`~pymc_tempering.adaptation.windows.
-    WINDOW_ENDS` the scale becomes their within-chain standard deviation, capped by the
+    the window's sums (:func:`~pymc_tempering.adaptation.windows.update`). At a window's end
+    (:func:`~pymc_tempering.adaptation.windows.final`; from the second window on, a model of
+    at most :data:`~pymc_tempering.adaptation.windows.DENSE_MAX_DIM` coordinates first changes
+    to coordinates that decorrelate the window's positions: a dense preconditioner) the scale
+    becomes their within-chain standard deviation in those coordinates, capped by the
     stability limits measured where the chains are (curvature and minibatch gradient noise,
     :func:`~pymc_tempering.adaptation.step_size.adapted_scale`); the chains move to it
-    (:func:`~pymc_tempering.adaptation.coordinates.rescale`) and the tempering step is re-set from
-    the energy noise. From the second window on, a model of at most
-    :data:`~pymc_tempering.adaptation.windows.DENSE_MAX_DIM` coordinates (``phase["dense"]``)
-    first changes its coordinates to decorrelate the window's positions
-    (:func:`~pymc_tempering.adaptation.windows.decorrelating_basis`), and the scale is
-    estimated in the new ones: a dense preconditioner. The first window is a transit, whose
-    spread is the chains' drift. ``phase["warm"]`` turns False after the last warm-up
-    iteration.
+    (:func:`~pymc_tempering.adaptation.coordinates.rescale`) and the tempering step is re-set
+    from the energy noise. The first window is a transit, whose spread is the chains' drift.
+    After the last warm-up iteration blow-ups become divergent draws
+    (:func:`~pymc_tempering.adaptation.blowup.final`); the kick bound follows
+    :func:`~pymc_tempering.adaptation.blowup.warmup_kick_bound`.
     """
-    ends = adaptation.window_ends(tune)
-    first = min(ends, default=-1)
+
+    def window_end(loop: _Loop, v, settings: TACTSettings, it: int):
+        window, (sd,), (old,), basis, w_inv = windows.final(
+            loop.window, it, [loop.scale], loop.basis, (logp_and_grad, v)
+        )
+        if w_inv is not None:
+            v = v @ w_inv.T
+        in_v = adaptation.whitened(logp_and_grad, 1.0, basis)
+        grad_var, energy_var = adaptation.gradient_noise(in_v, v)
+        curvature = adaptation.curvature_at(in_v, v, old)
+        new_scale = adaptation.adapted_scale(sd, old, curvature, grad_var, settings.eta_theta)
+        if adapt_tempering:
+            settings = settings._replace(
+                eta_xi=adaptation.tempering_step_size(energy_var, cap=xi_cap)
+            )
+        state = adaptation.rescale(
+            loop.dynamics, settings, loop.scale, new_scale, rng, tempering=settings.tempering,
+            w_inv=w_inv,
+        )
+        return loop._replace(dynamics=state, scale=new_scale, basis=basis, window=window), settings
 
     def warmup(loop: _Loop, info, settings: TACTSettings, it: int):
-        state, n_steps, scale, basis = loop
-        v = state.theta * scale
-        if phase["spread"] is None:
-            phase["spread"] = adaptation.spread_empty(*v.shape, dense=phase["dense"])
-        cold = coupling(state.xi, settings)[0] == 1.0
-        phase["spread"] = adaptation.spread_add(phase["spread"], v, cold)
-        if it in ends:
-            (sd,), (old,), basis, w_inv = adaptation.window_basis(
-                [phase["spread"]], [scale], basis, it != first, (logp_and_grad, v)
-            )
-            phase["spread"] = None
-            if w_inv is not None:
-                v = v @ w_inv.T
-            in_v = adaptation.whitened(logp_and_grad, 1.0, basis)
-            grad_var, energy_var = adaptation.gradient_noise(in_v, v)
-            curvature = adaptation.curvature_at(in_v, v, old)
-            new_scale = adaptation.adapted_scale(
-                sd, old, curvature, grad_var, settings.eta_theta
-            )
-            if adapt_tempering:
-                settings = settings._replace(
-                    eta_xi=adaptation.tempering_step_size(energy_var, cap=xi_cap)
-                )
-            state = adaptation.rescale(
-                state, settings, scale, new_scale, rng, tempering=settings.tempering,
-                w_inv=w_inv,
-            )
-            loop = _Loop(state, n_steps, new_scale, basis)
+        v = loop.dynamics.theta * loop.scale
+        cold = coupling(loop.dynamics.xi, settings)[0] == 1.0
+        loop = loop._replace(window=windows.update(loop.window, [v], cold))
+        if it in loop.window.ends:
+            loop, settings = window_end(loop, v, settings, it)
         if it == tune - 1:
-            phase["warm"] = False
-        return loop, adaptation.warmup_kick_bound(settings, it, first, tune)
+            loop = loop._replace(recovery=blowup.final(loop.recovery))
+        return loop, blowup.warmup_kick_bound(settings, it, loop.window.first, tune)
 
     return warmup
 
@@ -238,9 +243,24 @@ def _abf_group(state: thermostats.TACTState, settings: TACTSettings) -> xr.Datas
     )
 
 
-def _check_options(variant, positive: dict, max_temperature, unit_temperature_fraction):
+def _check_options(
+    variant, step_size, step_size_tempering, thermal_inertia, thermal_inertia_tempering,
+    thermostat, steps_per_sample, max_temperature, unit_temperature_fraction,
+) -> tuple[bool, bool, bool]:
+    """Refuse bad options of :func:`sample_tact`; ``(auto, auto_tempering, per_coordinate)``:
+    whether each step size is ``"auto"``, and the thermostat's form."""
+    auto = isinstance(step_size, str)
+    auto_tempering = isinstance(step_size_tempering, str)
+    for name, value in (("step_size", step_size), ("step_size_tempering", step_size_tempering)):
+        if isinstance(value, str) and value != "auto":
+            raise ValueError(f"{name} must be 'auto' or a positive number, got {value!r}.")
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {sorted(VARIANTS)}, got {variant!r}.")
+    positive = {
+        **({} if auto else {"step_size": step_size}),
+        **({} if auto_tempering else {"step_size_tempering": step_size_tempering}),
+        "thermal_inertia": thermal_inertia, "thermal_inertia_tempering": thermal_inertia_tempering,
+    }
     for name, value in positive.items():
         if not value > 0:
             raise ValueError(f"{name} must be positive, got {value}.")
@@ -248,6 +268,10 @@ def _check_options(variant, positive: dict, max_temperature, unit_temperature_fr
         raise ValueError(f"max_temperature must be at least 1, got {max_temperature}.")
     if not 0 < unit_temperature_fraction < 1:
         raise ValueError("unit_temperature_fraction must lie in (0, 1).")
+    _, per_coordinate = thermostats.thermostat_option(thermostat)
+    if int(steps_per_sample) != steps_per_sample or steps_per_sample < 1:
+        raise ValueError(f"steps_per_sample must be an integer of at least 1, got {steps_per_sample}.")
+    return auto, auto_tempering, per_coordinate
 
 
 def _initial_points(target: Target, initial_points, jitter, chains, seed) -> np.ndarray:
@@ -271,6 +295,43 @@ def _warmup_group(loop: _Loop) -> xr.Dataset:
     if loop.basis is not None:
         data["preconditioner_basis"] = (("flat", "basis"), loop.basis.to_model)
     return xr.Dataset(data)
+
+
+def _start(target: Target, logp_and_grad, auto: bool, initial_points, jitter, chains, seed):
+    """``(scale, start)``: the first preconditioner (ones for an explicit step size) and the
+    chains' starting points ``(chains, ndim)`` in the model's units.
+
+    With ``"auto"`` the first window is a transit: its scale is capped by the curvature alone
+    (:func:`~pymc_tempering.adaptation.step_size.start_preconditioner` without the noise
+    cap), not by the gradient noise, which only the stationary draws must absorb (the window's
+    end caps by both, where the chains are); with the noise cap a chain started far from the
+    posterior moves too slowly (its velocity goes as ``scale^2``) to reach it in the warm-up.
+    """
+    if not auto:
+        return np.ones(target.ndim), _initial_points(target, initial_points, jitter, chains, seed)
+    scale, start = adaptation.start_preconditioner(
+        logp_and_grad, target.ravel(target.model.initial_point()), jitter,
+        (chains, target.ndim), np.random.default_rng(seed), initial_points, noise_cap=False,
+    )
+    return scale, _initial_points(target, start, jitter, chains, seed)
+
+
+def _attrs(settings: TACTSettings, recovery, **given) -> dict:
+    """The result's attrs: the options ``given`` and the settings as the warm-up left them."""
+    return {
+        "variant": given["variant"], "step_size": settings.eta_theta,
+        "step_size_tempering": settings.eta_xi,
+        "step_size_mode": "fixed" if recovery is None else "auto",
+        "warmup_blowups": 0 if recovery is None else recovery.blowups,
+        "warmup_kicks_undone": 0 if recovery is None else int(recovery.kicks),
+        "noise": settings.c_theta, "noise_tempering": settings.c_xi,
+        "thermal_inertia": settings.gamma_theta, "thermal_inertia_tempering": settings.gamma_xi,
+        "thermostat": given["thermostat"], "steps_per_sample": given["steps_per_sample"],
+        "max_temperature": given["max_temperature"],
+        "unit_temperature_fraction": settings.unit_temperature_fraction,
+        "abf_bins": settings.abf_bins, "abf_ramp": settings.abf_ramp, "tune": given["tune"],
+        "gradient_noise_sd": given["gradient_sd"], "energy_noise_sd": given["energy_sd"],
+    }
 
 
 def _result(target, trace, settings, attrs, random_seed):
@@ -423,19 +484,10 @@ def sample_tact(
         it with an explicit ``step_size`` or after the last restart; the message names the step.
     """
     draws, tune, chains = check_sampler_args(draws, tune, chains)
-    auto = isinstance(step_size, str)
-    auto_tempering = isinstance(step_size_tempering, str)
-    for name, value in (("step_size", step_size), ("step_size_tempering", step_size_tempering)):
-        if isinstance(value, str) and value != "auto":
-            raise ValueError(f"{name} must be 'auto' or a positive number, got {value!r}.")
-    _check_options(variant, {
-        **({} if auto else {"step_size": step_size}),
-        **({} if auto_tempering else {"step_size_tempering": step_size_tempering}),
-        "thermal_inertia": thermal_inertia, "thermal_inertia_tempering": thermal_inertia_tempering,
-    }, max_temperature, unit_temperature_fraction)
-    _, per_coordinate = thermostats.thermostat_option(thermostat)
-    if int(steps_per_sample) != steps_per_sample or steps_per_sample < 1:
-        raise ValueError(f"steps_per_sample must be an integer of at least 1, got {steps_per_sample}.")
+    auto, auto_tempering, per_coordinate = _check_options(
+        variant, step_size, step_size_tempering, thermal_inertia, thermal_inertia_tempering,
+        thermostat, steps_per_sample, max_temperature, unit_temperature_fraction,
+    )
     target = Target(modelcontext(model))  # refuses discrete models
     thermostat_on, tempering = VARIANTS[variant]
     settings = TACTSettings(
@@ -455,37 +507,20 @@ def sample_tact(
         target.batched_logp_and_grad(seed_batch), energy_sd, gradient_sd,
         np.random.default_rng(seed_noise),
     )
-    scale = np.ones(target.ndim)
-    if auto:
-        # The first window is a transit: its scale is capped by the curvature alone, not by
-        # the gradient noise, which only the stationary draws must absorb (the window's end caps
-        # by both, where the chains are). With the noise cap the chains moved 400 times slower
-        # (the velocity goes as scale^2): a 100,000-point regression, started 1.3e5 posterior sds
-        # from its mode, was still 2e4 sds away after the warm-up; capped by the curvature
-        # alone, its means were within 0.22 sds.
-        scale, start = adaptation.start_preconditioner(
-            logp_and_grad, target.ravel(target.model.initial_point()), jitter,
-            (chains, target.ndim), np.random.default_rng(seed_init), initial_points,
-            noise_cap=False,
-        )
-        start = _initial_points(target, start, jitter, chains, seed_init)
-    else:
-        start = _initial_points(target, initial_points, jitter, chains, seed_init)
+    scale, start = _start(target, logp_and_grad, auto, initial_points, jitter, chains, seed_init)
     xi_cap = adaptation.tempering_step_cap(settings, target.ndim)
     if auto_tempering and tempering:
         settings = settings._replace(eta_xi=adaptation.tempering_step_size(
             adaptation.gradient_noise(logp_and_grad, start)[1], cap=xi_cap
         ))
-    phase = {
-        "warm": tune > 0, "blowups": 0, "divergences": 0, "spread": None,
-        "dense": 2 <= target.ndim <= adaptation.DENSE_MAX_DIM,
-    } if auto else None
     if auto:  # see TACTSettings.max_friction and max_kick (from the end of the warm-up)
-        settings = settings._replace(
-            max_friction=1.0, max_kick=np.inf if tune > 0 else adaptation.MAX_KICK
-        )
+        settings = blowup.start_bounds(settings, tune)
     warmup_rng = np.random.default_rng(rng.integers(2**63)) if auto else None
-    state = _Loop(thermostats.init(start / scale, settings, rng), 0, scale)
+    state = _Loop(
+        thermostats.init(start / scale, settings, rng), 0, scale,
+        window=windows.init(tune, target.ndim) if auto else None,
+        recovery=blowup.init(tune) if auto else None,
+    )
     trace = run_kernel(
         _iteration(
             thermostats.finite_gradient_guard(
@@ -494,30 +529,20 @@ def sample_tact(
                 "tails: lower max_temperature, or write the model so that its gradient stays "
                 "finite there (pm.Dirichlet for mixture weights rather than w and 1 - w)",
             ),
-            int(steps_per_sample), resample_momenta, callback, phase,
+            int(steps_per_sample), resample_momenta, callback,
         ),
         state, settings, draws=draws, tune=tune, chains=chains, rng=rng,
         record=_record(settings),
         keep=lambda loop, info: coupling(loop.dynamics.xi, settings)[0] == 1.0,
-        warmup=_warmup(logp_and_grad, tune, auto_tempering and tempering, warmup_rng, phase,
-                       xi_cap)
+        warmup=_warmup(logp_and_grad, tune, auto_tempering and tempering, warmup_rng, xi_cap)
         if auto else None,
         description=f"TACT-HMC ({variant})", progressbar=progressbar,
         max_iterations=max_iterations, trajectory=STATS,
     )
-    retries = phase["blowups"] if auto else 0
-    adaptation.warn_blowups("TACT-HMC", phase)
-    settings = trace.params
-    attrs = {
-        "variant": variant, "step_size": settings.eta_theta, "step_size_tempering": settings.eta_xi,
-        "step_size_mode": "auto" if auto else "fixed", "warmup_blowups": retries,
-        "warmup_kicks_undone": int(phase.get("kicks", 0)) if auto else 0,
-        "noise": settings.c_theta, "noise_tempering": settings.c_xi,
-        "thermal_inertia": settings.gamma_theta, "thermal_inertia_tempering": settings.gamma_xi,
-        "thermostat": thermostat, "steps_per_sample": int(steps_per_sample),
-        "max_temperature": float(max_temperature),
-        "unit_temperature_fraction": settings.unit_temperature_fraction,
-        "abf_bins": settings.abf_bins, "abf_ramp": settings.abf_ramp, "tune": tune,
-        "gradient_noise_sd": gradient_sd, "energy_noise_sd": energy_sd,
-    }
-    return _result(target, trace, settings, attrs, random_seed)
+    blowup.warn_blowups("TACT-HMC", trace.state.recovery)
+    attrs = _attrs(
+        trace.params, trace.state.recovery, variant=variant, thermostat=thermostat,
+        steps_per_sample=int(steps_per_sample), max_temperature=float(max_temperature),
+        tune=tune, gradient_sd=gradient_sd, energy_sd=energy_sd,
+    )
+    return _result(target, trace, trace.params, attrs, random_seed)
