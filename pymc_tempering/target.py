@@ -477,7 +477,7 @@ class Target:
         return np.concatenate(parts, axis=-1)
 
 
-def _per_datum_terms(target: Target, observed, values=None) -> list:
+def per_datum_terms(target: Target, observed, values=None) -> list:
     """The per-datum log densities of the minibatched ``observed`` variables (PyMC scales them
     by ``total_size / m``), at symbolic named ``values`` (the model's value variables when
     None)."""
@@ -523,7 +523,7 @@ def full_data_energies(
     observed = target.minibatched_observed
     if not observed:
         return None
-    terms = _per_datum_terms(target, observed)
+    terms = per_datum_terms(target, observed)
     found = _minibatches(terms)
     rngs = {node.inputs[-1] for node, _, _ in found}
     m = found[0][1] if found else None
@@ -540,7 +540,7 @@ def full_data_energies(
 
     def build(x, values):
         logp = target.logp_graph(values)
-        parts = _per_datum_terms(target, observed, values)
+        parts = per_datum_terms(target, observed, values)
         index, weight = pt.lvector("index"), pt.vector("weight", dtype="float64")
         batch = {}
         for node, _, _ in _minibatches([logp, *parts]):

@@ -42,7 +42,7 @@ from pymc_tempering.contract import (
     split_seed,
     warn,
 )
-from pymc_tempering.target import Target, _per_datum_terms, full_data_energies
+from pymc_tempering.target import Target, per_datum_terms, full_data_energies
 
 __all__ = ["minibatch_exchange_energies", "sample_replica_exchange"]
 
@@ -66,7 +66,7 @@ def minibatch_exchange_energies(
         logp = target.logp_graph(values) - target.prior_logp_graph(values)
         if not observed:
             return [logp, pt.zeros((0,), dtype="float64")]
-        terms = _per_datum_terms(target, observed, values)
+        terms = per_datum_terms(target, observed, values)
         return [logp, pt.concatenate([pt.as_tensor(t).flatten() for t in terms])]
 
     fn = target.compile_batched(build, random_seed)
