@@ -1,19 +1,21 @@
 """Replica exchange with stochastic-gradient Nosé-Hoover thermostats and a noise-corrected
-exchange test (the poster in ``papers/replica-exchange-sg-thermostats-poster.md``).
+exchange test (the poster *Replica exchange with stochastic-gradient thermostats*).
 
 A ladder of ``R`` replicas at temperatures ``T_1 = 1 < T_2 < ... < T_R`` is simulated with the
 thermostat kernel of :mod:`pymc_tempering.kernels.thermostats` (``tempering=False``; one
 batched call of the model's log density and gradient per step for all replicas). Replica ``j``
 samples ``p(theta) L(theta)^(1 / T_j)``: the likelihood (observed variables and potentials) is
-tempered, the prior is not (:func:`likelihood_tempered`; the poster tempers the whole
-posterior, see there why not here). Every ``exchange_every`` steps the exchange move of
+tempered, the prior is not (:func:`~pymc_tempering.kernels.exchange.likelihood_tempered`;
+the poster tempers the whole posterior, see there why not here). Every ``exchange_every`` steps the exchange move of
 :mod:`pymc_tempering.kernels.exchange` proposes to swap the positions of neighbouring replicas,
 with the Metropolis test on exact energies and the noise-corrected logistic test (Seita et al.
 2017) on minibatch energies; see that module for the test and the noise estimate. The driver
 (:func:`sample_replica_exchange`) runs it through the one loop
 (:func:`~pymc_tempering.driver.run_kernel`): one iteration is ``steps_per_sample`` steps (with
 their exchange rounds) followed by a momentum refresh, and every iteration after the ``tune``
-warm-up is a draw.
+warm-up is a draw. With ``step_size="auto"`` the warm-up adapts every replica's
+preconditioner and the exchange test's minibatch count through the state machines of
+:mod:`pymc_tempering.adaptation`, whose records travel in the loop's state (:class:`_Loop`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,12 @@ from pymc_tempering.adaptation import blowup, exchange_batches, windows
 from pymc_tempering.driver import driver_result, run_kernel
 from pymc_tempering.results import constrained_draws
 from pymc_tempering.kernels import exchange, thermostats
-from pymc_tempering.kernels.exchange import CORRECTION_SD, temperature_ladder
+from pymc_tempering.kernels.exchange import (
+    CORRECTION_SD,
+    auto_n_temperatures,
+    likelihood_tempered,
+    temperature_ladder,
+)
 from pymc_tempering.kernels.thermostats import TACTSettings
 from pymc_tempering.contract import (
     DivergenceError,
@@ -53,9 +60,8 @@ def minibatch_exchange_energies(
     """Compile ``theta (n, D) -> (U (n,), t (n, m))`` for the exchange test, once.
 
     ``U = -log L``, the tempered energy (the log density less the prior's, see
-    :func:`likelihood_tempered`), on one fresh minibatch shared by the ``n`` positions, and
-    ``t`` the ``m``
-    per-datum log-likelihood terms of the minibatched observed variables on that minibatch
+    :func:`~pymc_tempering.kernels.exchange.likelihood_tempered`), on one fresh minibatch
+    shared by the ``n`` positions, and ``t`` the ``m`` per-datum log-likelihood terms of the minibatched observed variables on that minibatch
     (already scaled by ``total_size / batch size``), from which the noise of an energy
     difference is estimated. Uses its own seeded copy of the minibatch generators
     (:meth:`~pymc_tempering.target.Target.compile_batched`).
@@ -110,66 +116,14 @@ def auto_max_temperature(target: Target) -> float:
     return float(max(MIN_AUTO_MAX_TEMPERATURE, data_size(target)))
 
 
-def auto_n_temperatures(max_temperature: float, ndim: int) -> int:
-    """Rungs of the automatic geometric ladder from 1 to ``max_temperature``.
-
-    For a ``d``-dimensional Gaussian the energy's variance at temperature ``T`` is
-    ``C T^2`` with heat capacity ``C = d / 2``, and neighbours ``T, r T`` swap with probability
-    about ``erfc(sqrt(C) log(r) / 2)`` under Metropolis. The ratio is ``log r =
-    min(1, 0.8 / sqrt(C))`` (with ``C >= 1/2``): about 0.6 under Metropolis, 0.45 under the
-    logistic test of minibatched models, in the Gaussian case.
-    """
-    heat = max(0.5, ndim / 2.0)
-    log_ratio = min(1.0, 0.8 / np.sqrt(heat))
-    return int(1 + np.ceil(np.log(max_temperature) / log_ratio))
-
-
-def likelihood_tempered(
-    logp_and_grad: Callable, prior_and_grad: Callable, beta
-) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
-    """``theta (n, D) -> (log p_beta, its gradient)`` with ``log p_beta = log p(theta) + beta
-    log L(theta)``: the likelihood tempered, the prior not.
-
-    ``logp_and_grad`` gives the model's log density ``log p + log L`` (minibatched where the
-    model is) and ``prior_and_grad`` the prior's (with Jacobians); ``beta`` is a scalar or one
-    inverse temperature per row. The poster tempers the whole posterior, ``U / T``. With the
-    hottest temperature at the number of observations (``max_temperature="auto"``) that makes
-    the prior ``N`` times flatter too, nearly improper: on a minibatched linear regression
-    (intercept, slope, half-normal scale; 30,000 data), the hottest replica wandered until
-    the dynamics blew up after the warm-up had halved its step 12 times (2026-11-24). Tempering
-    the likelihood alone keeps every replica a proper density where the prior is proper, and
-    at ``T = N`` it carries about one observation's information, which is what the automatic
-    ladder assumes. With a flat prior (``pm.Flat``) the two are the same. A model without
-    observed variables or potentials (a density written as priors alone) has no likelihood to
-    temper: there ``prior_and_grad`` is zero and the whole density is tempered. Modes written
-    into a proper prior beside a likelihood are not flattened (the poster's five-mode ring as a
-    mixture prior with a noise likelihood: every chain stayed in its starting mode); write such
-    a density as a potential, as ``pm.sample_smc``, which tempers the likelihood too, needs.
-    """
-
-    def tempered(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        logp, grad = logp_and_grad(points)
-        prior, prior_grad = prior_and_grad(points)
-        b = np.asarray(beta, dtype=float)
-        with np.errstate(invalid="ignore"):
-            return (
-                prior + b * (np.asarray(logp) - prior),
-                prior_grad + np.reshape(b, (-1, 1) if b.ndim else ()) * (grad - prior_grad),
-            )
-
-    return tempered
-
-
 class _Loop(NamedTuple):
     """The driver's state: every replica's dynamics ``(chains * R, ...)``, the exchange
-    bookkeeping, the steps taken so far (warm-up included), the preconditioner of every
-    replica: its dynamics run on ``u``, ``theta = in_model_units(u, scale, basis)`` with its
-    own ``scale (chains * R, D)`` (all ones for an explicit ``step_size``) and one ``basis``
-    shared by the replicas (None: diagonal), the minibatches averaged per pair in the
-    corrected test and, with ``step_size="auto"``, the warm-up's records (None otherwise):
-    the current window (:class:`~pymc_tempering.adaptation.windows.Windows`), the exchange
-    counts at its start (:class:`~pymc_tempering.adaptation.exchange_batches.ExchangeNoise`)
-    and what was undone (:class:`~pymc_tempering.adaptation.blowup.Recovery`)."""
+    bookkeeping, the steps so far (warm-up included), every replica's preconditioner (its
+    dynamics run on ``u``, ``theta = in_model_units(u, scale, basis)``, its own ``scale``
+    row, ones for an explicit ``step_size``, and one ``basis`` for the ladder, None when
+    diagonal), the minibatches averaged per pair and, with ``step_size="auto"``, the warm-up's
+    records (None otherwise): the window, the exchange counts at its start and what was
+    undone (:mod:`pymc_tempering.adaptation`)."""
 
     dynamics: thermostats.TACTState
     exchange: exchange.ExchangeState
@@ -202,7 +156,8 @@ class _Plan(NamedTuple):
 
     def tempered(self, beta) -> Callable:
         """The log density and gradient at inverse temperature(s) ``beta``
-        (:func:`likelihood_tempered`); one per row for the dynamics of every replica."""
+        (:func:`~pymc_tempering.kernels.exchange.likelihood_tempered`); one per row for the
+        dynamics of every replica."""
         return likelihood_tempered(self.logp_and_grad, self.prior_and_grad, beta)
 
 
@@ -269,19 +224,15 @@ def _iteration(plan: _Plan):
 
 
 def _warmup(plan: _Plan, tune: int, rng: np.random.Generator, max_batches: int):
-    """The ``step_size="auto"`` warm-up (as TACT-HMC's on the ``T = 1`` replicas, then every
-    replica's preconditioner from it).
+    """The ``step_size="auto"`` warm-up, TACT-HMC's with every replica's positions.
 
     After every warm-up iteration each replica's positions are added to the window's sums
     (:func:`~pymc_tempering.adaptation.windows.update`). At a window's end
-    (:func:`~pymc_tempering.adaptation.windows.final`; from the second window on, a model of
-    at most :data:`~pymc_tempering.adaptation.windows.DENSE_MAX_DIM` coordinates first changes
-    the coordinates of every replica to those that decorrelate the ``T = 1`` replica's
-    positions, turned to the axes of its gradient noise) every replica moves to its own scale,
-    estimated in those coordinates
-    (:func:`~pymc_tempering.adaptation.step_size.replica_scales`). With the corrected test,
-    the minibatches averaged per pair become what brings the window's mean noise to
-    :data:`~pymc_tempering.kernels.exchange.TARGET_NOISE_SD`
+    (:func:`~pymc_tempering.adaptation.windows.final`: from the second window on, a dense
+    basis from the ``T = 1`` replica's positions and gradient noise) every replica moves to
+    its own scale in the new coordinates
+    (:func:`~pymc_tempering.adaptation.step_size.replica_scales`) and, with the corrected
+    test, the minibatches per pair are re-sized from the window's noise
     (:func:`~pymc_tempering.adaptation.exchange_batches.final`, at most ``max_batches``).
     After the last warm-up iteration blow-ups become divergent draws
     (:func:`~pymc_tempering.adaptation.blowup.final`).
@@ -387,7 +338,8 @@ def _exchange_group(ex: exchange.ExchangeState, ladder) -> xr.Dataset:
 
 
 def _ladder(n_temperatures, ladder, max_temperature, target: Target) -> np.ndarray:
-    """The ladder from ``n_temperatures`` (default :func:`auto_n_temperatures`) and
+    """The ladder from ``n_temperatures`` (default
+    :func:`~pymc_tempering.kernels.exchange.auto_n_temperatures`) and
     ``max_temperature`` (``"auto"``: :func:`auto_max_temperature`), or an explicit ``ladder``."""
     if isinstance(max_temperature, str):
         if max_temperature != "auto":
@@ -596,7 +548,7 @@ def sample_replica_exchange(
     progressbar : bool
     n_temperatures : int, optional
         Number of replicas ``R``, on a geometric ladder from 1 to ``max_temperature``; default
-        :func:`auto_n_temperatures` (one rung per ``0.8 / sqrt(d / 2)`` e-folds of temperature,
+        :func:`~pymc_tempering.kernels.exchange.auto_n_temperatures` (one rung per ``0.8 / sqrt(d / 2)`` e-folds of temperature,
         at most one per e-fold, for ``d`` parameters), or the length of ``ladder``.
     max_temperature : "auto" or float
         Highest temperature of the geometric ladder. ``"auto"`` (default): the number of
@@ -613,22 +565,19 @@ def sample_replica_exchange(
         test (False). ``"auto"``: True when an observed variable uses ``pm.Minibatch``.
     step_size : "auto" or float
         ``eta = dt^2 / m`` of the parameters (moves of about ``sqrt(eta)`` per step).
-        ``"auto"`` (default): the warm-up adapts a mass matrix per replica (replica ``j``
-        runs on ``u``, ``theta = (u * scale_j) @ B.T``; ``scale_j`` starts at ``1 /
-        sqrt(|curvature|)`` of its tempered density at the model's initial point, and at the
-        end of each warm-up window becomes the within-chain spread of that replica's
-        positions, capped by the curvature and the minibatch gradient noise of its tempered
-        density measured there; the basis ``B``, shared by the ladder, is the identity until,
-        from the second window on, a model of at most 100 coordinates changes to coordinates
-        that decorrelate the ``T = 1`` replica's positions: a dense mass matrix), ``eta`` is
-        0.01 in those units, ``jitter`` is in the ``T = 1`` units, and a blow-up during the
-        warm-up repeats the iteration with the scales halved (with a warning). With the
-        corrected test it also sets the number of minibatches averaged per pair of
-        neighbours (see :func:`~pymc_tempering.kernels.exchange.batches_for_noise`), or, for
-        pairs that would need minibatches covering an eighth of the data or more, exact
-        energies from one pass over it (:func:`full_data_energies`) with the Metropolis test;
-        until the first window's end every pair takes those. A number
-        is used as it is, in the model's units, for every replica, with no preconditioner.
+        ``"auto"`` (default): the warm-up (:mod:`pymc_tempering.adaptation`) adapts a mass
+        matrix per replica: replica ``j`` runs on ``u``, ``theta = (u * scale_j) @ B.T``, with
+        ``scale_j`` from the curvature of its tempered density at the model's initial point,
+        then at each window's end the within-chain spread of its positions capped by its
+        curvature and minibatch gradient noise there, and ``B``, shared by the ladder, the
+        identity until, from the second window on, a model of at most 100 coordinates
+        decorrelates the ``T = 1`` replica's positions; ``eta`` is 0.01 in those units and a
+        blow-up during the warm-up repeats the iteration with the scales halved (with a
+        warning). With the corrected test it also sets the minibatches averaged per pair
+        (:mod:`~pymc_tempering.adaptation.exchange_batches`; exact energies from one pass over
+        the data with the Metropolis test where they would cover an eighth of it or more, and
+        for every pair until the first window's end). A number is used as it is, in the
+        model's units, for every replica, with no preconditioner.
     noise, thermal_inertia : float
         Level ``c`` of the injected noise ``N(0, 2 c eta)`` (the friction the thermostats settle
         at); ``gamma`` of the thermostats.
@@ -663,9 +612,10 @@ def sample_replica_exchange(
         ``exchange_noise_sd_max`` (largest estimated ``sigma``). ``warmup``:
         ``preconditioner_scale`` (the ``T = 1`` replica's, per flat coordinate of
         ``v = theta @ inv(B).T``), ``replica_preconditioner_scale`` ``(replica, flat)``,
-        ``preconditioner_basis`` (``B``, for a dense preconditioner) and ``exchange_batches`` (per
-        pair: the minibatches averaged, 0 for exact energies from one pass over the data). attrs: the settings (``max_temperature`` and ``n_replicas`` as used), the test
-        used, the total skipped swaps and the seed.
+        ``preconditioner_basis`` (``B``, for a dense preconditioner) and ``exchange_batches``
+        (per pair: the minibatches averaged, 0 for exact energies from one pass over the data).
+        attrs: the settings (``max_temperature`` and ``n_replicas`` as used), the test used,
+        the total skipped swaps, what the warm-up undid and the seed.
 
     Raises
     ------

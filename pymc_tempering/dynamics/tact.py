@@ -406,21 +406,22 @@ def sample_tact(
     step_size, step_size_tempering : "auto" or float
         ``eta = dt^2 / m`` of the parameters and of the tempering variable (``eta_theta``,
         ``eta_xi`` of Algorithm 1). The parameters move about ``sqrt(eta)`` per step.
-        ``step_size="auto"`` (default): the warm-up adapts a mass matrix (the dynamics run on
-        ``u``, ``theta = (u * scale) @ B.T``): ``scale`` starts at ``1 / sqrt(|curvature|)`` of
-        the log density at the model's initial point and is re-estimated at the ends of the
-        warm-up's windows as the within-chain spread of the unit-temperature chains, capped
-        where they are by the curvature and the minibatch gradient noise (the first window is
-        capped by the curvature only, so that chains started far from the posterior reach
-        it); ``B`` is the identity (a diagonal mass matrix) until, from the second window on,
-        a model of at most 100 coordinates changes to coordinates that decorrelate the
-        window's positions (a dense mass matrix; see ``docs/tact_hmc.md``); ``eta``
-        is ``AUTO_STEP_SIZE`` (0.01) in those units, ``jitter`` is in those units, and a
-        blow-up during the warm-up repeats the iteration with ``scale`` halved (with a warning,
-        at most 12 times; see ``docs/tact_hmc.md``). ``step_size_tempering="auto"``: 0.001,
-        capped so that the tempering thermostat's excess ``eta_xi sigma_U^2 / 2`` from the minibatch energy noise
-        ``sigma_U^2`` (measured at the start and at every window) stays below 0.05, and so
-        that its kicks stay within 0.4 thermal sds for a model of this many parameters
+        ``step_size="auto"`` (default): the warm-up (:mod:`pymc_tempering.adaptation`) adapts
+        a mass matrix (the dynamics run on ``u``, ``theta = (u * scale) @ B.T``): ``scale``
+        starts at ``1 / sqrt(|curvature|)`` of the log density at the model's initial point
+        and is re-estimated at the ends of the warm-up's windows as the within-chain spread of
+        the unit-temperature chains, capped where they are by the curvature and the minibatch
+        gradient noise (the first window is capped by the curvature only, so that chains
+        started far from the posterior reach it); ``B`` is the identity (a diagonal mass
+        matrix) until, from the second window on, a model of at most 100 coordinates changes
+        to coordinates that decorrelate the window's positions (a dense mass matrix; see
+        ``docs/tact_hmc.md``); ``eta`` is ``AUTO_STEP_SIZE`` (0.01) in those units,
+        ``jitter`` is in those units, and a blow-up during the warm-up repeats the iteration
+        with ``scale`` halved (with a warning, at most 12 times).
+        ``step_size_tempering="auto"``: 0.001, capped so that the tempering thermostat's excess
+        ``eta_xi sigma_U^2 / 2`` from the minibatch energy noise ``sigma_U^2`` (measured at the
+        start and at every window) stays below 0.05, and so that its kicks stay within 0.4
+        thermal sds for a model of this many parameters
         (:func:`~pymc_tempering.adaptation.step_size.tempering_step_cap`: 8.7e-5 at 89
         parameters, no cap below 8). A number is used as it is, in the model's units, with no
         preconditioner and no restart.
@@ -433,9 +434,8 @@ def sample_tact(
         One Nosé-Hoover thermostat per coordinate of the parameters (default), or the paper's
         one per chain. A scalar thermostat holds only the mean kinetic temperature at one:
         where the minibatch gradient noise differs between coordinates it leaves the noisier
-        ones too hot and the others too cold (measured on a logistic regression with 20,000
-        data: posterior sds 0.71 to 1.18 times the truth with ``"scalar"``; see
-        ``docs/tact_hmc.md``). The ablations without thermostats ignore it.
+        ones too hot and the others too cold (see ``docs/tact_hmc.md``). The ablations without
+        thermostats ignore it.
     steps_per_sample : int
         ``K``: steps between two candidate draws (one loop iteration).
     max_temperature, unit_temperature_fraction : float

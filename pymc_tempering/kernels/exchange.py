@@ -1,7 +1,8 @@
 """The replica-exchange move: the ladder, the swap tests (Metropolis and noise-corrected), the swap.
 
-A ladder of ``R`` replicas at temperatures ``T_1 = 1 < T_2 < ... < T_R`` (:func:`temperature_ladder`)
-proposes, in each round, to swap the positions of neighbouring replicas ``(j, j + 1)``; the even
+A ladder of ``R`` replicas at temperatures ``T_1 = 1 < T_2 < ... < T_R`` (:func:`temperature_ladder`,
+:func:`auto_n_temperatures`), each sampling the prior times the likelihood tempered to its
+temperature (:func:`likelihood_tempered`), proposes, in each round, to swap the positions of neighbouring replicas ``(j, j + 1)``; the even
 pairs and the odd pairs take turns, so the swaps of one round are independent and run
 vectorised over pairs and chains (:func:`step`, over the small :class:`ExchangeState` that
 counts the rounds and the swaps). With ``beta = 1 / T`` and ``U = -log p`` the log acceptance
@@ -52,6 +53,8 @@ from scipy.special import expit, ndtr
 __all__ = [
     "CORRECTION_SD",
     "temperature_ladder",
+    "auto_n_temperatures",
+    "likelihood_tempered",
     "correction_distribution",
     "corrected_acceptance_probability",
     "exchange_log_ratio",
@@ -109,6 +112,56 @@ def temperature_ladder(temperatures=10, max_temperature: float = 10.0) -> np.nda
     if np.any(np.diff(ladder) <= 0):
         raise ValueError(f"The temperature ladder must be strictly increasing, got {ladder}.")
     return ladder
+
+
+def auto_n_temperatures(max_temperature: float, ndim: int) -> int:
+    """Rungs of the automatic geometric ladder from 1 to ``max_temperature``.
+
+    For a ``d``-dimensional Gaussian the energy's variance at temperature ``T`` is
+    ``C T^2`` with heat capacity ``C = d / 2``, and neighbours ``T, r T`` swap with probability
+    about ``erfc(sqrt(C) log(r) / 2)`` under Metropolis. The ratio is ``log r =
+    min(1, 0.8 / sqrt(C))`` (with ``C >= 1/2``): about 0.6 under Metropolis, 0.45 under the
+    logistic test of minibatched models, in the Gaussian case.
+    """
+    heat = max(0.5, ndim / 2.0)
+    log_ratio = min(1.0, 0.8 / np.sqrt(heat))
+    return int(1 + np.ceil(np.log(max_temperature) / log_ratio))
+
+
+def likelihood_tempered(
+    logp_and_grad: Callable, prior_and_grad: Callable, beta
+) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """``theta (n, D) -> (log p_beta, its gradient)`` with ``log p_beta = log p(theta) + beta
+    log L(theta)``: the likelihood tempered, the prior not.
+
+    ``logp_and_grad`` gives the model's log density ``log p + log L`` (minibatched where the
+    model is) and ``prior_and_grad`` the prior's (with Jacobians); ``beta`` is a scalar or one
+    inverse temperature per row. The poster tempers the whole posterior, ``U / T`` with ``U``
+    of its eq. (1). With the hottest temperature at the number of observations
+    (``max_temperature="auto"``) that makes the prior ``N`` times flatter too, nearly improper,
+    and the hottest replica of a minibatched regression wanders until its dynamics blow up.
+    Tempering the likelihood alone keeps every replica a proper density where the prior is proper, and
+    at ``T = N`` it carries about one observation's information, which is what the automatic
+    ladder assumes. With a flat prior (``pm.Flat``) the two are the same. A model without
+    observed variables or potentials (a density written as priors alone) has no likelihood to
+    temper: there ``prior_and_grad`` is zero and the whole density is tempered. Modes written
+    into a proper prior beside a likelihood are not flattened (the poster's five-mode ring
+    written as a mixture prior with a noise likelihood keeps every chain in its starting mode);
+    write such a density as a potential, as ``pm.sample_smc``, which tempers the likelihood
+    too, needs.
+    """
+
+    def tempered(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        logp, grad = logp_and_grad(points)
+        prior, prior_grad = prior_and_grad(points)
+        b = np.asarray(beta, dtype=float)
+        with np.errstate(invalid="ignore"):
+            return (
+                prior + b * (np.asarray(logp) - prior),
+                prior_grad + np.reshape(b, (-1, 1) if b.ndim else ()) * (grad - prior_grad),
+            )
+
+    return tempered
 
 
 @functools.lru_cache(maxsize=1)

@@ -24,6 +24,8 @@ tempering variable feels no force and the draws are taken.
 
 Kernel
 ------
+This module holds the kernel only; the ``step_size="auto"`` warm-up that tunes its settings and
+preconditions its coordinates is :mod:`pymc_tempering.adaptation`.
 :func:`init` and :func:`step` work on an immutable :class:`TACTState` whose arrays carry a
 leading axis of ``n`` independent chains (or replicas): ``theta`` is ``(n, D)``, the scalars per
 chain ``(n,)`` and the ABF bins ``(n, J)``. One step makes one call of the batched log density
@@ -47,9 +49,8 @@ rescaled units above and for gradient noise of variance ``sigma_f^2`` per compon
 where ``c`` is the level of the injected noise (:func:`thermostat_reference`). The thermostats
 read the kinetic energy as the Euler step's friction leaves it (:func:`_euler_kinetic`), so a
 slow thermostat settles at these means in the discrete dynamics too; a fast one's own
-fluctuations bend its mean below them (0.041 against ``c = 0.05`` at ``gamma_theta = 1`` on a
-2-D Gaussian) while the positions stay right, and gradient noise still raises it by
-``eta sigma_f^2 / 2``. With one thermostat per coordinate
+fluctuations bend its mean somewhat below them while the positions stay right, and gradient
+noise still raises it by ``eta sigma_f^2 / 2``. With one thermostat per coordinate
 (:attr:`TACTSettings.per_coordinate`), coordinate ``i`` settles at ``c_theta + eta_theta
 sigma_i^2 / 2`` with variance ``eta_theta / gamma_theta``: each absorbs its own noise.
 """
@@ -123,37 +124,32 @@ class TACTSettings(NamedTuple):
     max_kick : float
         Upper bound on each coordinate's deterministic kick ``eta_theta * force`` in one step,
         in thermal momentum standard deviations ``sqrt(eta_theta)`` (default no bound;
-        ``step_size="auto"`` sets ``MAX_KICK`` at the end of the warm-up, whose blow-ups halve
-        the preconditioner instead, which brings a far start to the posterior faster than a
-        bounded kick: from ``theta = 50`` on the sign-flip model, bounded kicks had covered a
-        quarter of the way after 100 warm-up iterations): a taming of the Euler step (Hutzenthaler,
-        Jentzen and Kloeden 2012; the tamed Langevin algorithm of Brosse et al. 2019) that
-        acts only where the force is far beyond its equilibrium size. Without it a chain thrown
-        against a stiff wall (a hot replica's half-normal scale, whose log density has
-        exponential walls on both sides) bounced to ``log s = -300`` in a few steps. A step
-        whose kick was tamed reports ``diverging``.
+        ``step_size="auto"`` sets :data:`~pymc_tempering.adaptation.blowup.MAX_KICK` from the
+        end of its first window, undoing larger kicks until the warm-up's end and taming them
+        after it; during the first window the warm-up's blow-ups halve the preconditioner
+        instead, which brings a far start to the posterior faster than a bounded kick): a
+        taming of the Euler step (Hutzenthaler, Jentzen and Kloeden 2012; the tamed Langevin
+        algorithm of Brosse et al. 2019) that acts only where the force is far beyond its
+        equilibrium size. Without it a chain thrown against a stiff wall (a hot replica's
+        half-normal scale, whose log density has exponential walls on both sides) bounces far
+        out in a few steps. A step whose kick was tamed reports ``diverging``.
     kick_raises : bool
         A kick beyond ``max_kick`` raises :class:`KickBeyondBound` instead of being tamed
         (default False). ``step_size="auto"`` sets it from the end of the warm-up's first
-        window (the transit) to the end of the warm-up, where :func:`recover_blowup` undoes
-        the iteration and halves the preconditioner of the chains whose kick it was: a kick
-        that large means the chain met a region much stiffer than where its preconditioner
-        was measured. Measured on a two-component normal mixture (10,000 data in minibatches
-        of 200, replica exchange at its defaults, 2026-11-24): positions swapped in from hot
-        replicas, where a component can empty and its mean follows the prior, had widened the
-        preconditioners at a window's end; the first kick in the stiff region threw a mean to
-        144 within one iteration (every value finite, so nothing was undone), the next windows
-        shrank the preconditioners to where the chains sat, and all 4,000 draws were tamed,
-        with means of order 1e4.
+        window (the transit) to the end of the warm-up, where
+        :func:`~pymc_tempering.adaptation.blowup.update` undoes the iteration and halves the
+        preconditioner of the chains whose kick it was: a kick that large means the chain met
+        a region much stiffer than where its preconditioner was measured (in replica exchange,
+        positions swapped in from hot replicas can widen the preconditioners at a window's
+        end; a kick in the stiff region then throws a chain far out with every value finite,
+        so that nothing else would undo it).
     per_coordinate : bool
         One thermostat per coordinate of ``theta`` (True) instead of the paper's one scalar
         (False, the default here). A scalar thermostat holds the mean kinetic temperature over
         the coordinates at one, so under gradient noise that differs between coordinates it
-        leaves the noisier ones too hot and the others too cold: on a logistic regression with
-        20,000 data and minibatches of 200, per-coordinate kinetic temperatures of 0.59 to
-        1.54 and posterior sds 0.71 to 1.18 times the truth. One thermostat per coordinate
-        absorbs each coordinate's own noise (Theorem 1 holds coordinate by coordinate, for
-        noise uncorrelated between them).
+        leaves the noisier ones too hot (their posterior sds too wide) and the others too cold.
+        One thermostat per coordinate absorbs each coordinate's own noise (Theorem 1 holds
+        coordinate by coordinate, for noise uncorrelated between them).
     """
 
     eta_theta: float
@@ -173,7 +169,6 @@ class TACTSettings(NamedTuple):
     max_kick: float = np.inf
     per_coordinate: bool = False
     kick_raises: bool = False
-
 
 
 class KickBeyondBound(DivergenceError):
@@ -360,12 +355,10 @@ def _euler_kinetic(r_sq, friction):
     gradient noise), so the momenta settle at ``E[r^2] = eta D / (f (1 - f / 2))``, not at
     ``eta D / f``. A thermostat that held ``E[r^2]`` at ``eta`` would settle at
     ``f = 1 - sqrt(1 - 2 D)``, above Theorem 1's ``D``, and the positions would be cold by
-    ``D / f``: a harmonic well's variance 2.6% low at ``D = c = 0.05`` and 8% low at the warm-up's
-    noise budget (``D = 0.15``). Holding ``E[r^2] (1 - f / 2)`` at ``eta`` instead puts the
-    fixed point at ``f = D``, where the positions' variance is right up to ``O(eta
-    curvature)``: on a 6-D standard normal (4 chains of 4,000 draws, seeds 2 and 3) the sds went
-    from 0.987-0.995 to 0.993-0.998 of the truth for both samplers, and on the minibatched
-    example of ``docs/tact_hmc.md`` ``z_theta`` from 0.25 to Theorem 1's 0.22.
+    ``D / f`` (a harmonic well's variance 2.6% low at ``D = c = 0.05``, 8% low at the warm-up's
+    noise budget ``D = 0.15``). Holding ``E[r^2] (1 - f / 2)`` at ``eta`` instead puts the
+    fixed point at ``f = D``, Theorem 1's, where the positions' variance is right up to
+    ``O(eta curvature)``.
     """
     return r_sq * (1.0 - 0.5 * friction)
 
@@ -437,9 +430,8 @@ def step(
         Kick ``theta``'s momenta by half a step's force: for the first step after
         :func:`refresh_momenta`. The Euler step's momenta are leapfrog's, half a step after
         the positions, while a refresh draws the momenta of the positions' own time; the first
-        kick brings them to the half step. With a full first kick the draws came out 4% narrow
-        on a 6-D standard normal (replica exchange, 10 steps between refreshes, exact
-        gradients; 2% with 50), and 1 to 2% with the half kick.
+        kick brings them to the half step (a full first kick leaves the draws too narrow, the
+        more so the fewer steps between refreshes).
 
     Returns
     -------
@@ -521,9 +513,8 @@ def finite_gradient_guard(
     where a finite position has a finite log density but a non-finite gradient.
 
     Without it the next position is NaN and the warm-up halves its step again and again to no
-    avail (measured: a two-component mixture written with ``w`` and ``1 - w``, whose replica at
-    ``T = 5412`` reached ``w_logodds__ = 42.6``; above 37 ``1 - w`` rounds to 0).
-    ``describe_row(i)`` says which chain or replica row ``i`` is; ``remedy`` what to change.
+    avail (a mixture weight written as ``w`` and ``1 - w``, whose hot replicas reach
+    ``w_logodds__`` above 37, where ``1 - w`` rounds to 0). ``describe_row(i)`` says which chain or replica row ``i`` is; ``remedy`` what to change.
     """
 
     def guarded(theta):
