@@ -503,7 +503,7 @@ def test_noise_variance_of_an_exchange_pair_survives_a_large_mean():
 
     theta = np.zeros((1, 2, 1))
     first = (np.zeros((1, 2)), np.stack([data[0], np.zeros(m)])[None])
-    _, single, rounds = exchange._averaged_energies(
+    _, single, rounds = exchange.averaged_energies(
         energies, theta, np.array([0]), np.array([batches, batches]), first
     )
     assert rounds[0] == batches
