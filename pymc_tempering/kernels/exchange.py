@@ -65,6 +65,7 @@ __all__ = [
     "ExchangeState",
     "TARGET_NOISE_SD",
     "batches_for_noise",
+    "averaged_energies",
     "init",
     "step",
 ]
@@ -348,7 +349,7 @@ def batches_for_noise(
     return k.astype(int)
 
 
-def _averaged_energies(energies, theta, low, n_batches, first):
+def averaged_energies(energies, theta, low, n_batches, first):
     """``U`` averaged over ``n_batches[p]`` minibatches for the replicas of each pair ``p``
     (``first``: the first minibatch's ``(U, terms)`` for every replica), and per pair the
     variance of one minibatch's ``Delta_hat / (beta_j - beta_{j+1})`` (``m Var_i(d_i)``)."""
@@ -462,7 +463,7 @@ def step(
     u = np.asarray(u).reshape(chains, n_rep)
     single, rounds = np.zeros((chains, low.size)), np.ones(low.size, dtype=int)
     if corrected and terms is not None:
-        u, single, rounds = _averaged_energies(
+        u, single, rounds = averaged_energies(
             energies, theta, low, n_batches, (u, terms.reshape(chains, n_rep, -1))
         )
     exact = None
