@@ -296,3 +296,35 @@ def eight_schools_posterior_means() -> dict:
 
     z = integral(lambda tau: 1.0)
     return {"mu": integral(mu_given_tau) / z, "tau": integral(lambda tau: tau) / z}
+
+
+def sign_flip(n: int, s: float, batch_size: int = 200):
+    """The sign-flip posterior: ``theta ~ N(0, 3 s)``, ``y_i ~ N((theta / s)^2, 1)`` for ``n``
+    data drawn with mean ``1.5^2``, in minibatches of ``batch_size`` when ``n`` exceeds it; the
+    parameter in units of ``s``. Two modes at ``theta = +-s u0`` with a barrier of
+    ``n ybar^2 / 2`` nats between them (:func:`sign_flip_laplace`). Returns ``(model, y)``."""
+    y = np.random.default_rng(5).normal(1.5**2, 1.0, size=n)
+    with pm.Model() as model:
+        data = pm.Minibatch(y, batch_size=batch_size) if n > batch_size else y
+        theta = pm.Normal("theta", 0, 3 * s)
+        pm.Normal("y", (theta / s) ** 2, 1.0, observed=data, total_size=n)
+    return model, y
+
+
+def sign_flip_laplace(y, s: float) -> tuple[float, float]:
+    """The sign-flip modes' position ``s u0`` (``u0^2 = ybar - 1 / (18 n)``) and Laplace standard
+    deviation ``s / sqrt(4 n u0^2 + 1/9)`` in ``theta``."""
+    n = y.size
+    u0 = np.sqrt(y.mean() - 1.0 / (18 * n))
+    return s * u0, s / np.sqrt(4 * n * u0**2 + 1.0 / 9.0)
+
+
+def shared_noise_model(n: int = 10_000, batch_size: int | None = None) -> pm.Model:
+    """``y_i ~ N(t_1 + t_2, 1)``, ``t ~ N(0, I)``: both coordinates' gradients are the same sum
+    of residuals, so a minibatch's gradient noise lies along ``t_1 + t_2`` only."""
+    y = np.random.default_rng(0).normal(1.0, 1.0, n)
+    data = y if batch_size is None else pm.Minibatch(y, batch_size=batch_size)
+    with pm.Model() as model:
+        t = pm.Normal("t", 0, 1, shape=2)
+        pm.Normal("y", t[0] + t[1], 1.0, observed=data, total_size=n)
+    return model
