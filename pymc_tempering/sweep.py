@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import numpy as np
 import pandas as pd
@@ -41,7 +41,7 @@ from pymc_tempering.contract import warn
 from pymc_tempering.progress import progress_bar
 from pymc_tempering.transforms.continuous_tempering import sample_ct
 
-__all__ = ["Sweep", "sample_many", "model_seed", "SERIAL"]
+__all__ = ["Sweep", "sample_many", "model_seed", "read_store", "SERIAL"]
 
 #: The ``client`` that runs a sweep in this process, one model after another, without Dask.
 SERIAL = "serial"
@@ -216,11 +216,7 @@ class _Store:
 
     def load(self, name: str) -> DataTree | None:
         file = self.file(name)
-        if not file.exists():
-            return None
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # zarr v3: consolidated metadata
-            return xr.load_datatree(file, engine="zarr", consolidated=False)
+        return _load(file) if file.exists() else None
 
     def save(self, name: str, result: DataTree) -> None:
         file = self.file(name)
@@ -229,6 +225,23 @@ class _Store:
         if file.exists():
             shutil.rmtree(file)
         os.replace(partial, file)
+
+
+def _load(file: Path) -> DataTree:
+    return xr.load_datatree(file, engine="zarr", consolidated=False)
+
+
+def read_store(store: str | os.PathLike) -> dict[str, DataTree]:
+    """The results a sweep wrote to ``store`` (see :func:`sample_many`), by model name.
+
+    For reading a sweep's results in another session, or while it runs: only the models that
+    finished are there. Ordered by name.
+    """
+    path = Path(store)
+    if not (path / _MANIFEST).exists():
+        raise FileNotFoundError(f"{str(path)!r} is not a sweep's store (it has no {_MANIFEST}).")
+    files = sorted(path.glob(f"*{_SUFFIX}"), key=lambda f: unquote(f.name[: -len(_SUFFIX)]))
+    return {unquote(f.name[: -len(_SUFFIX)]): _load(f) for f in files}
 
 
 def _distributed():

@@ -19,7 +19,7 @@ import pytest
 import xarray as xr
 
 import pymc_tempering as pmt
-from pymc_tempering.sweep import SERIAL, Sweep, model_seed
+from pymc_tempering.sweep import SERIAL, Sweep, model_seed, read_store
 
 Y = np.array([0.3, -0.2, 1.1, 0.5, 0.9, 0.4, 1.3, -0.1])
 BASE = pmt.Base.from_moments(np.array([0.5]), np.array([0.4]))
@@ -195,6 +195,23 @@ def test_any_sampler_and_its_warnings():
         sweep = pmt.sample_many({"a": functools.partial(normal_model, 1.0)}, sampler,
                                 client=SERIAL, random_seed=1, progressbar=False, value=7)
     assert sweep.results["a"].attrs == {"seed": model_seed(1, "a"), "n": 1}
+
+
+def test_store_names_and_read_store(tmp_path):
+    """Any name makes a file name; read_store gives the results back by name."""
+
+    def sampler(*, model, random_seed, progressbar):
+        return xr.DataTree(xr.Dataset({"x": ("draw", np.arange(3.0))}, attrs={"s": random_seed}))
+
+    names = ["a/b", "1+floor", "..", "ü"]
+    sweep = pmt.sample_many({n: functools.partial(normal_model, 1.0) for n in names}, sampler,
+                            client=SERIAL, store=tmp_path, random_seed=4, progressbar=False)
+    stored = read_store(tmp_path)
+    assert list(stored) == sorted(names)
+    for name in names:
+        xr.testing.assert_identical(stored[name], sweep.results[name])
+    with pytest.raises(FileNotFoundError, match="not a sweep's store"):
+        read_store(tmp_path / "nothing")
 
 
 def test_bad_arguments():
