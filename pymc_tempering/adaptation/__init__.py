@@ -22,6 +22,11 @@ mutated between the sampler's closures. Modules, one concern each:
   corrected swap test averages per pair (state machine
   :class:`~pymc_tempering.adaptation.exchange_batches.ExchangeNoise`).
 
+Hand-written rather than PyMC's or BlackJAX's window adaptation: those tune a NUTS/HMC step
+to a Metropolis acceptance rate, and these dynamics have no Metropolis test; here the step is
+fixed and the preconditioner is bounded by the curvature and the minibatch gradient noise
+(Theorem 1 of Luo et al. 2018), which those do not measure.
+
 This package re-exports each module's helpers; the state machines' ``init``, ``update`` and
 ``final`` are called through their modules (``windows.update``, ``blowup.final``).
 """

@@ -1,5 +1,7 @@
-"""TACT-HMC (Luo et al. 2018): exactness without noise, Theorem 1's thermostat values, the
-synthetic multimodal experiments of section 5.1 and their ablations; the thermostat kernel.
+"""TACT-HMC (Luo et al. 2018; :func:`~pymc_tempering.sample_tact`): exactness without noise,
+Theorem 1's thermostat values, the synthetic multimodal experiments of section 5.1 and their
+ablations, and the user's model. The kernel alone is tested in
+``tests/kernels/test_thermostats.py``.
 
 Every statistical check is ``|estimate - truth| < K * MCSE`` (``tests/checks.py``, ``K = 4``) with
 the MCSE from arviz-stats, after checking that the ESS is large enough for the MCSE to be
@@ -11,16 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pymc as pm
 import pytest
-import scipy.linalg
 from arviz_stats.base.array import array_stats
 from checks import K, assert_within_mcse, assert_within_se, mcse_of_mean, seed
 
 import pymc_tempering as pmt
-from pymc_tempering.kernels import Info
 from pymc_tempering.dynamics.tact import sample_tact
-from pymc_tempering.kernels import thermostats
-from pymc_tempering.kernels.thermostats import TACTSettings, coupling
-from pymc_tempering.contract import DivergenceError
 from pymc_tempering.target import Target
 
 
@@ -47,98 +44,6 @@ def assert_within_mcse_up_to(values, truth, slack, min_ess, what):
 # ---------------------------------------------------------------------------------------------
 # exact, no sampling
 # ---------------------------------------------------------------------------------------------
-
-
-def test_coupling_is_one_on_flat_part_and_smooth():
-    s = TACTSettings(0.01, 0.001, 0.05, 0.05, 1.0, 1.0, unit_temperature_fraction=0.3, lambda_min=0.1)
-    xi = np.linspace(0, 1, 1001)
-    lam, dlam = coupling(xi, s)
-    assert np.all(lam[xi <= 0.3] == 1.0) and np.all(dlam[xi <= 0.3] == 0.0)
-    assert lam[-1] == pytest.approx(0.1) and np.all(np.diff(lam) <= 0)
-    fd = np.gradient(lam, xi)
-    np.testing.assert_allclose(dlam[1:-1], fd[1:-1], atol=1e-2)
-
-
-def test_step_without_noise_friction_or_tempering_is_symplectic_euler():
-    """With c = 0, constant friction 0 and lambda = 1 a step is r += eta f; theta += r."""
-    with pm.Model() as model:
-        pm.Normal("x", 0, 1, shape=3)
-    evaluate = Target(model).batched_logp_and_grad()
-    s = TACTSettings(0.01, 0.001, 0.0, 0.0, 1.0, 1.0, thermostat=False, tempering=False)
-    rng = np.random.default_rng(0)
-    state = thermostats.init(rng.normal(size=(5, 3)), s, rng)
-    new, info = thermostats.step(state, s, evaluate, rng)
-    r = state.r_theta + 0.01 * (-state.theta)
-    np.testing.assert_allclose(new.r_theta, r)
-    np.testing.assert_allclose(new.theta, state.theta + r)
-    energy = 0.5 * np.sum(state.theta**2, -1) + 1.5 * np.log(2 * np.pi)
-    np.testing.assert_allclose(info.energy, energy)
-    assert state.theta is not new.theta  # the old state is left alone
-
-
-def test_thermostat_holds_the_euler_dynamics_at_theorem_1_and_the_positions_exact():
-    """The kernel alone, 2,000 independent chains of a 1-D Gaussian (curvature ``k``, exact
-    gradient plus white noise of variance ``sigma^2`` with ``eta sigma^2 / 2 = 0.1``, the warm-up's
-    budget), no momentum refresh, a slow thermostat (``gamma = 100``, so its fluctuations do not
-    bend its mean): the thermostat settles at Theorem 1's ``D = c + eta sigma^2 / 2`` with its
-    variance ``eta / gamma``, and the positions' variance is that of the linear recursion at
-    ``z = D`` (discrete Lyapunov equation; ``1 + O(eta k)``). A thermostat that held the Euler momenta at ``E r^2 = eta``
-    settled at ``1 - sqrt(1 - 2 D)`` (0.163 here against 0.15) with the variance 8% low. The
-    standard errors are the spread over the chains, which are independent."""
-    eta, c, k, gamma = 0.01, 0.05, 1.0, 100.0
-    sigma = np.sqrt(2 * 0.1 / eta)
-    noise_rng = np.random.default_rng(seed(17))
-
-    def logp_and_grad(theta):
-        return -0.5 * k * theta[:, 0] ** 2, -k * theta + sigma * noise_rng.standard_normal(theta.shape)
-
-    s = TACTSettings(eta, 0.001, c, 0.05, gamma, 1.0, tempering=False, per_coordinate=True)
-    rng = np.random.default_rng(seed(18))
-    n, burn, steps = 2000, 4000, 12000
-    state = thermostats.init(rng.normal(0, 1 / np.sqrt(k), (n, 1)), s, rng)
-    x2, z = np.zeros(n), np.zeros(n)
-    for t in range(burn + steps):
-        state, _ = thermostats.step(state, s, logp_and_grad, rng)
-        if t >= burn:
-            x2 += k * state.theta[:, 0] ** 2 / steps
-            z += state.z_theta[:, 0] / steps
-    d = c + eta * sigma**2 / 2
-    a = np.array([[1 - eta * k, 1 - d], [-eta * k, 1 - d]])  # (q, r) -> (q', r') at z = D
-    noise = 2 * d * eta * np.ones((2, 2))
-    variance = k * scipy.linalg.solve_discrete_lyapunov(a, noise)[0, 0]
-    assert abs(variance - 1) < 0.01  # the recursion's own bias is small at eta k = 0.01
-    assert_within_se(z.mean(), d, z.std(ddof=1) / np.sqrt(n), what="thermostat mean")
-    assert_within_se(x2.mean(), variance, x2.std(ddof=1) / np.sqrt(n), what="k Var[theta]")
-    # Theorem 1's variance eta / gamma, over the independent chains at the last step
-    z_var = state.z_theta[:, 0].var(ddof=1)
-    assert_within_se(z_var, eta / gamma, z_var * np.sqrt(2 / (n - 1)), what="thermostat variance")
-
-
-def test_kernel_step_reports_info_and_raises_on_blow_up():
-    """The kernel returns an ``Info`` (no Metropolis test: acceptance 1, never diverging); a
-    position or energy that becomes non-finite raises the library's ``DivergenceError``."""
-    with pm.Model() as model:
-        pm.Normal("x", 0, 1, shape=2)
-    evaluate = Target(model).batched_logp_and_grad()
-    s = TACTSettings(0.01, 0.001, 0.05, 0.05, 1.0, 1.0)
-    rng = np.random.default_rng(0)
-    state = thermostats.init(np.zeros((3, 2)), s, rng)
-    new, info = thermostats.step(state, s, evaluate, rng)
-    assert isinstance(info, Info)
-    np.testing.assert_array_equal(info.acceptance_rate, np.ones(3))
-    np.testing.assert_array_equal(info.diverging, np.zeros(3, dtype=bool))
-    np.testing.assert_allclose(info.energy, -evaluate(state.theta)[0])
-    assert new.abf_count.sum() == 3 and new.energy_count.tolist() == [1.0] * 3
-    # a step size far beyond stability: |theta| grows by ~ eta per step until it overflows
-    wild = s._replace(eta_theta=1e6, thermostat=False)
-    blown = state._replace(theta=np.full((3, 2), 1e300))
-    with pytest.raises(DivergenceError, match="step_size"), np.errstate(all="ignore"):
-        thermostats.step(blown, wild, evaluate, rng)
-    # the driver names the step: |theta| grows a million-fold per step from 1e100
-    with pytest.raises(DivergenceError, match=r"diverged at step \d+.*step_size"):
-        with np.errstate(all="ignore"):
-            sample_tact(5, 0, 1, model=model, step_size=1e6, steps_per_sample=50,
-                        initial_points=np.full((1, 2), 1e100), progressbar=False)
 
 
 def test_discrete_model_refused(discrete_model):

@@ -2,7 +2,7 @@
 of the full-batch potential and force for every chain (with the rows of paired data kept
 together), and ``callback(step)`` runs before every step, so the ``pm.Data`` it sets is the data
 that step's gradient sees; and one thermostat per coordinate absorbs gradient noise that differs
-between coordinates."""
+between coordinates, also noise shared between them."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from arviz_stats.base import array_stats
 
 from checks import K, assert_within_se
+from targets import shared_noise_model
 
 from pymc_tempering.dynamics.tact import sample_tact
-from pymc_tempering import adaptation
 from pymc_tempering.target import Target
 
 
@@ -127,38 +127,7 @@ def test_one_thermostat_per_coordinate_absorbs_uneven_gradient_noise(seed):
         assert abs(ratio - 1) < 0.1 + K * se, f"{name}: sd {ratio:.3f} x the truth (se {se:.3f})"
 
 
-def _shared_noise_model(n=10_000, batch_size=None):
-    """``y_i ~ N(t_1 + t_2, 1)``, ``t ~ N(0, I)``: both coordinates' gradients are the same sum
-    of residuals, so a minibatch's gradient noise lies along ``t_1 + t_2`` only."""
-    y = np.random.default_rng(0).normal(1.0, 1.0, n)
-    data = y if batch_size is None else pm.Minibatch(y, batch_size=batch_size)
-    with pm.Model() as model:
-        t = pm.Normal("t", 0, 1, shape=2)
-        pm.Normal("y", t[0] + t[1], 1.0, observed=data, total_size=n)
-    return model
-
-
-def test_noise_rotation_turns_to_the_direction_of_the_noise(seed):
-    """``adaptation.noise_rotation``, the mechanism of the slow test below, in a second: on
-    the model whose minibatch gradient noise lies along ``t_1 + t_2`` (a covariance of rank
-    one, whatever the minibatches drawn), the turn's last column (the largest eigenvalue) is
-    that direction to rounding, and in the turned coordinates the noise of a fresh measurement
-    is uncorrelated; an exact density gets no turn."""
-    noisy = Target(_shared_noise_model(batch_size=100)).batched_logp_and_grad(
-        random_seed=seed(7)
-    )
-    x = np.zeros((4, 2))
-    q = adaptation.noise_rotation(noisy, x)
-    assert q is not None and np.allclose(q.T @ q, np.eye(2))
-    assert abs(q[:, -1] @ np.array([1.0, 1.0]) / np.sqrt(2)) > 1 - 1e-9
-    cov, _ = adaptation.gradient_noise(noisy, x, n_pairs=50, covariance=True)
-    turned = q.T @ cov @ q
-    assert abs(turned[0, 1]) <= 1e-9 * turned[1, 1] and turned[1, 1] > 0
-    exact = Target(_shared_noise_model()).batched_logp_and_grad()
-    assert adaptation.noise_rotation(exact, x) is None
-
-
-@pytest.mark.slow  # 71 s of the default run (2026-11-27); its mechanism is tested above
+@pytest.mark.slow  # its mechanism is tested in tests/adaptation/test_noise.py
 def test_noise_shared_between_coordinates_is_absorbed_in_its_own_direction(seed):
     """``y_i ~ N(t_1 + t_2, 1)`` on 10,000 data in minibatches of 100, ``t ~ N(0, I)``: both
     coordinates get the same gradient noise, all of it along ``t_1 + t_2``, none along the
@@ -172,7 +141,7 @@ def test_noise_shared_between_coordinates_is_absorbed_in_its_own_direction(seed)
     bias at ``eta x curvature = 0.01``, under 0.5% by the discrete Lyapunov equation) plus
     ``K`` Monte Carlo standard errors of each ratio, from the ESS of the squared deviations."""
     n = 10_000
-    model = _shared_noise_model(n, batch_size=100)
+    model = shared_noise_model(n, batch_size=100)
     cov = np.linalg.inv(np.eye(2) + n * np.ones((2, 2)))  # the conjugate posterior
     idata = sample_tact(4000, variant="sgnht", model=model, random_seed=seed(6), progressbar=False)
     draws = idata["posterior"]["t"].values
