@@ -667,10 +667,10 @@ def sample_replica_exchange(
         recovery=blowup.init(tune) if auto else None,
     )
     warmup = None
-    if auto:  # the most minibatches per pair: one call of the exchange energies gives m
-        most = exchange_batches.max_batches(plan.energies, start, data_size(target)) if (
-            corrected
-        ) else 1
+    if auto:  # the corrected test's most minibatches per pair (one energies call gives m)
+        most = 1
+        if corrected:
+            most = exchange_batches.max_batches(plan.energies, start, data_size(target))
         warmup = _warmup(plan, tune, warmup_rng, most)
     label = "corrected" if corrected else "Metropolis"
     trace = run_kernel(
