@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from checks import K, seed
+from checks import K, assert_within_se, seed
 from scipy import stats
 from scipy.special import logsumexp
 
@@ -10,6 +10,7 @@ from pymc_tempering.estimators import (
     ct_log_weights,
     kish_ess,
     log_marginal_likelihood_ct,
+    log_mean_exp,
     log_ratio_by_chain,
     log_ratio_of_means,
     weighted_mean,
@@ -194,3 +195,12 @@ def test_log_ratio_by_chain_takes_the_spread_of_the_chains():
     assert se_agree == max(ess_se, np.std(per_chain, ddof=1) / 2)
     # iid draws: (spread / ESS standard error)^2 is about chi^2_3 / 3, above 9 with p = 6e-6
     assert se_agree < 3 * ess_se
+
+
+def test_log_mean_exp():
+    rng = np.random.default_rng(seed(2))
+    w = rng.lognormal(0.0, 0.5, size=100_000)
+    est, se = log_mean_exp(np.log(w))
+    assert_within_se(est, 0.125, se)  # E[w] = exp(sigma^2 / 2)
+    est2, _ = log_mean_exp(np.log(w) - 1e4)  # no underflow
+    assert est2 == pytest.approx(est - 1e4)

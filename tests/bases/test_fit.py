@@ -6,7 +6,7 @@ import pytest
 from checks import seed
 from conftest import model_fingerprint
 from targets import TWO_MODES_SEP as SEP
-from targets import conjugate_normal, two_modes
+from targets import conjugate_normal, four_mode_mixture, two_modes
 
 import pymc_tempering as pmt
 
@@ -107,3 +107,21 @@ def test_default_base_falls_back_to_advi_on_a_shell():
     assert base.method.startswith("mixture of")
     assert all(c.method == "advi" for c in base.components)
     assert idata.attrs["bootstrap"] == 1
+
+
+def test_mixture_base_is_eq_25():
+    """Six fits from dispersed prior draws find the four modes; eq. (25) weights them by ELBO.
+
+    Each fit is exact for its mode (an isotropic Gaussian), so its ELBO is log w_i and eq. (25)'s
+    log zeta is log sum w_i = 0, and the moment-matched mean is the mixture's, up to the
+    optimiser's noise (ELBOs within ~0.1 nats of the optimum, as in test_base).
+    """
+    model, mean = four_mode_mixture()
+    base = pmt.fit_base(model, method="mixture", n_fits=6, random_seed=seed(0), progressbar=False)
+    assert base.method == "mixture of 4" and len(base.components) == 4
+    assert base.log_zeta == pytest.approx(0.0, abs=0.1)
+    np.testing.assert_allclose(base.mean, mean, atol=0.3)
+    # the covariance of the mixture: modes at +-4, weights 0.1/0.2/0.3/0.4, sd 0.6
+    assert np.all(base.std > 3.5)
+    with pytest.raises(ValueError, match="n_fits"):
+        pmt.fit_base(model, method="mixture", n_fits=0, progressbar=False)

@@ -9,16 +9,7 @@ from conftest import model_fingerprint
 from targets import conjugate_normal, hierarchical_linear_gaussian
 
 import pymc_tempering as pmt
-from pymc_tempering.estimators import log_mean_exp, weighted_mean
-
-
-def test_log_mean_exp():
-    rng = np.random.default_rng(seed(2))
-    w = rng.lognormal(0.0, 0.5, size=100_000)
-    est, se = log_mean_exp(np.log(w))
-    assert_within_se(est, 0.125, se)  # E[w] = exp(sigma^2 / 2)
-    est2, _ = log_mean_exp(np.log(w) - 1e4)  # no underflow
-    assert est2 == pytest.approx(est - 1e4)
+from pymc_tempering.estimators import weighted_mean
 
 
 @pytest.fixture(scope="module")
