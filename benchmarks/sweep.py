@@ -19,16 +19,20 @@ start and stop included, as a user's script pays them), each writing to its own 
   model in parallel on both cores): the loop a user would write without a cluster.
 
 Speed-ups are ``serial_1core / cluster`` (what the second core buys a sweep) and
-``serial / cluster`` (against the plain loop). The three runs must give identical numbers.
+``serial / cluster`` (against the plain loop), from the least and the median wall time of
+``--repeats`` rounds of the three runs, interleaved. Every run must give identical numbers.
 An untimed warm-up sweep at a few draws first fills PyTensor's compile cache on disk, so that
 no run pays for compiling graphs the others found cached. The machine's load average is
 recorded before and after each run: other processes slow the cluster (two busy cores) more
-than the one-core loop.
+than the one-core loop. Each model's own seconds (``Sweep.durations``) are recorded too: their
+sum against the wall time separates the fixed costs (start, imports, the cluster's start and
+stop) from the models' work.
 
 Usage::
 
-    .venv/bin/python benchmarks/sweep.py            # 16 models, three runs
-    .venv/bin/python benchmarks/sweep.py --quick    # 4 models, short runs
+    .venv/bin/python benchmarks/sweep.py                # 16 models, three runs
+    .venv/bin/python benchmarks/sweep.py --repeats 3    # three rounds of them
+    .venv/bin/python benchmarks/sweep.py --quick        # 4 models, short runs
 
 Writes ``benchmarks/results/sweep.json`` (``sweep_quick.json`` with ``--quick``) and
 ``sweep.png``, and prints a Markdown table.
@@ -131,12 +135,14 @@ RUNS = {
 
 
 def run_child(run: str, n_models: int, size: dict, store: Path) -> None:
-    """One sweep, in this (fresh) process, written to ``store``; its failures to a JSON file."""
+    """One sweep, in this (fresh) process, written to ``store``; its failures and each model's
+    seconds to ``run.json`` there."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         sweep = pmt.sample_many(models(n_models), random_seed=SEED, store=store,
                                 progressbar=False, **size, **RUNS[run])
-    (store / "failures.json").write_text(json.dumps(sweep.failures))
+    (store / "run.json").write_text(json.dumps({"failures": sweep.failures,
+                                                "durations": sweep.durations}))
 
 
 def timed_run(run: str, args, store: Path) -> dict:
@@ -162,6 +168,33 @@ def identical(a: dict, b: dict) -> bool:
     )
 
 
+def measure(args, size) -> tuple[dict, list, dict, dict | None]:
+    """The warm-up, then ``--repeats`` rounds of the three runs (interleaved, so that a spell
+    of load from other processes falls on all three alike). Returns each run's timings, every
+    run's results (for the check that all are identical), failures and the warm-up's timing."""
+    names = list(models(args.models))
+    runs = {run: {"repeats": []} for run in RUNS}
+    results, failures, warmup = [], {}, None
+    with tempfile.TemporaryDirectory() as tmp:
+        if not args.no_warmup:
+            warmup = timed_run("warmup", args, Path(tmp) / "warmup")
+        for repeat in range(args.repeats):
+            for run in RUNS:
+                store = Path(tmp) / f"{run}_{repeat}"
+                record = timed_run(run, args, store)
+                stored = read_store(store)
+                results.append({name: stored[name] for name in names if name in stored})
+                child = json.loads((store / "run.json").read_text())
+                failures[f"{run}_{repeat}"] = child["failures"]
+                record["model_s"] = child["durations"]
+                record["model_s_total"] = sum(child["durations"].values())
+                runs[run]["repeats"].append(record)
+    for r in runs.values():
+        walls = [x["wall_s"] for x in r["repeats"]]
+        r["wall_s_min"], r["wall_s_median"] = min(walls), float(np.median(walls))
+    return runs, results, failures, warmup
+
+
 def markdown(table) -> str:
     """A Markdown table of a DataFrame (floats to three decimals)."""
     def cell(v):
@@ -178,8 +211,10 @@ def plot(table, runs, path):
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5), width_ratios=(1, 2))
-    ax1.bar(list(runs), [r["wall_s"] for r in runs.values()], color=["C0", "C1", "C2"])
-    ax1.set_ylabel("wall time (s)")
+    ax1.bar(list(runs), [r["wall_s_min"] for r in runs.values()], color=["C0", "C1", "C2"])
+    for i, r in enumerate(runs.values()):
+        ax1.plot([i] * len(r["repeats"]), [x["wall_s"] for x in r["repeats"]], "k.")
+    ax1.set_ylabel("wall time (s): least of the repeats, and each")
     ax1.set_title("the same sweep three ways")
     order = table.sort_values("exact").index
     x = np.arange(len(order))
@@ -198,6 +233,8 @@ def main():
     parser.add_argument("--quick", action="store_true", help="4 models, 200 draws")
     parser.add_argument("--models", type=int, default=16)
     parser.add_argument("--no-warmup", action="store_true")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="rounds of the three runs, interleaved (min and median reported)")
     parser.add_argument("--child", choices=[*RUNS, "warmup"], help=argparse.SUPPRESS)
     parser.add_argument("--store", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -209,19 +246,8 @@ def main():
     if args.child:
         return run_child(args.child, args.models, size, args.store)
 
-    names = list(models(args.models))
-    runs, results, failures = {}, {}, {}
-    with tempfile.TemporaryDirectory() as tmp:
-        if not args.no_warmup:
-            runs["warmup"] = timed_run("warmup", args, Path(tmp) / "warmup")
-        for run in RUNS:
-            runs[run] = timed_run(run, args, Path(tmp) / run)
-            stored = read_store(Path(tmp) / run)
-            results[run] = {name: stored[name] for name in names if name in stored}
-            failures[run] = json.loads((Path(tmp) / run / "failures.json").read_text())
-    warmup = runs.pop("warmup", None)
-
-    table = pmt.compare_evidence(results["cluster"])
+    runs, results, failures, warmup = measure(args, size)
+    table = pmt.compare_evidence(results[0])
     table["exact"] = [exact_log_evidence(tuple(n.split("+")[1:])) for n in table.index]
     table["error_in_se"] = (table["log_marginal_likelihood"] - table["exact"]) / table[
         "standard_error"]
@@ -232,10 +258,11 @@ def main():
         "warmup": warmup,
         "runs": runs,
         "failures": failures,
-        "speedup_vs_serial_1core": runs["serial_1core"]["wall_s"] / runs["cluster"]["wall_s"],
-        "speedup_vs_serial": runs["serial"]["wall_s"] / runs["cluster"]["wall_s"],
-        "identical": {run: identical(results["cluster"], results[run])
-                      for run in ("serial_1core", "serial")},
+        "speedup": {
+            f"{stat}_vs_{run}": runs[run][f"wall_s_{stat}"] / runs["cluster"][f"wall_s_{stat}"]
+            for stat in ("min", "median") for run in ("serial_1core", "serial")
+        },
+        "identical": all(identical(results[0], other) for other in results[1:]),
         "table": json.loads(table.reset_index().to_json(orient="records")),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -243,13 +270,19 @@ def main():
     (RESULTS / f"{name}.json").write_text(json.dumps(out, indent=1))
     plot(table, runs, RESULTS / f"{name}.png")
 
-    print("\n| run | wall (s) | load before -> after |\n|---|---|---|")
+    print("\n| run | wall (s), each repeat | min | median | load before each |")
+    print("|---|---|---|---|---|")
     for label, r in runs.items():
-        print(f"| {label} | {r['wall_s']:.1f} | {r['load_before'][0]:.2f} -> "
-              f"{r['load_after'][0]:.2f} |")
-    print(f"\nspeed-up: {out['speedup_vs_serial_1core']:.2f}x against one core, "
-          f"{out['speedup_vs_serial']:.2f}x against the serial loop; identical: "
-          f"{out['identical']}; failures: {failures}\n")
+        walls = ", ".join(f"{x['wall_s']:.1f}" for x in r["repeats"])
+        loads = ", ".join(f"{x['load_before'][0]:.2f}" for x in r["repeats"])
+        print(f"| {label} | {walls} | {r['wall_s_min']:.1f} | {r['wall_s_median']:.1f} | "
+              f"{loads} |")
+    speedup = out["speedup"]
+    print(f"\nspeed-up of the cluster (min; median): against one core "
+          f"{speedup['min_vs_serial_1core']:.2f}x; {speedup['median_vs_serial_1core']:.2f}x, "
+          f"against the serial loop {speedup['min_vs_serial']:.2f}x; "
+          f"{speedup['median_vs_serial']:.2f}x; identical: {out['identical']}; "
+          f"failures: {failures}\n")
     cols = ["log_marginal_likelihood", "standard_error", "exact", "error_in_se",
             "log_bayes_factor", "posterior_probability", "reliable"]
     print(markdown(table[cols]))

@@ -21,11 +21,12 @@ import hashlib
 import json
 import os
 import shutil
+import time
 import traceback
 import uuid
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from urllib.parse import quote, unquote
@@ -71,6 +72,9 @@ class Sweep:
         that it can be repeated.
     tracebacks : dict of name to str
         The full traceback of each failure.
+    durations : dict of name to float
+        Seconds each model took where it ran (building and sampling; not the time it waited
+        for a worker), for the models run by this call, finished or failed.
     """
 
     results: dict[str, DataTree]
@@ -78,6 +82,7 @@ class Sweep:
     seeds: dict[str, int]
     random_seed: int
     tracebacks: dict[str, str] = field(default_factory=dict)
+    durations: dict[str, float] = field(default_factory=dict)
 
     @cached_property
     def table(self) -> pd.DataFrame:
@@ -145,6 +150,7 @@ class _Outcome:
     message: str | None = None
     traceback: str | None = None
     warnings: list = field(default_factory=list)
+    seconds: float = float("nan")
 
 
 def _failure(name: str, exc: BaseException) -> _Outcome:
@@ -161,6 +167,7 @@ def run_model(name: str, model, sampler: Callable, random_seed: int, sampler_kwa
     raises are returned too, and :func:`sample_many` raises them again where it was called,
     prefixed with the model's name.
     """
+    start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:  # under the filters in force
         try:
             built = model if isinstance(model, pm.Model) else model()
@@ -172,9 +179,9 @@ def run_model(name: str, model, sampler: Callable, random_seed: int, sampler_kwa
             result = sampler(model=built, random_seed=random_seed, progressbar=False,
                              **sampler_kwargs)
         except Exception as exc:  # noqa: BLE001 - a model's failure is its row, not the sweep's
-            return _failure(name, exc)
+            return replace(_failure(name, exc), seconds=time.perf_counter() - start)
     kept = list(dict.fromkeys((str(w.message), w.category) for w in caught))
-    return _Outcome(name, result=result, warnings=kept)
+    return _Outcome(name, result=result, warnings=kept, seconds=time.perf_counter() - start)
 
 
 class _Store:
@@ -414,7 +421,7 @@ def sample_many(
     results = {} if store is None else {
         name: tree for name in models if (tree := store.load(name)) is not None
     }
-    failures, tracebacks = {}, {}
+    failures, tracebacks, durations = {}, {}, {}
     tasks = [(name, models[name], seeds[name]) for name in models if name not in results]
 
     with progress_bar(len(models), "Models", progressbar) as advance:
@@ -423,6 +430,7 @@ def sample_many(
         def record(outcome: _Outcome) -> None:
             for message, category in outcome.warnings:
                 warn(f"Model {outcome.name!r}: {message}", category)
+            durations[outcome.name] = outcome.seconds
             if outcome.result is None:
                 failures[outcome.name] = outcome.message
                 tracebacks[outcome.name] = outcome.traceback
@@ -443,4 +451,5 @@ def sample_many(
         seeds=seeds,
         random_seed=root,
         tracebacks=tracebacks,
+        durations=durations,
     )

@@ -112,6 +112,8 @@ def test_serial(serial):
     assert serial.seeds == {name: model_seed(SEED, name) for name in [*builders(), "broken"]}
     for name, idata in serial.results.items():
         assert idata.attrs["random_seed"] == serial.seeds[name]
+    assert set(serial.durations) == {*builders(), "broken"}
+    assert all(seconds > 0 for seconds in serial.durations.values())
     table = serial.table
     assert set(table.index) == {"sd1", "sd3", "sd10"}
     assert np.isclose(table["posterior_probability"].sum(), 1.0)
