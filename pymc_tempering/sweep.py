@@ -415,6 +415,8 @@ def sample_many(
             f"sample_many sets {sorted(reserved)} for each model; give the models in `models`, "
             f"the root seed as random_seed and the sweep's bar as progressbar."
         )
+    if n_workers is not None and client is not None:
+        raise ValueError("n_workers sets the size of the local cluster (client=None) only.")
     store = None if store is None else _Store(store, random_seed, sampler)
     root = _root_seed(random_seed) if store is None else store.random_seed
     seeds = {name: model_seed(root, name) for name in models}

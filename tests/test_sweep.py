@@ -227,6 +227,8 @@ def test_bad_arguments():
         pmt.sample_many({"a": broken_model}, client=SERIAL, random_seed=-1)
     with pytest.raises(ValueError, match=r"\['model'\]"):
         pmt.sample_many({"a": broken_model}, client=SERIAL, model=normal_model(1.0))
+    with pytest.raises(ValueError, match="n_workers"):
+        pmt.sample_many({"a": broken_model}, client=SERIAL, n_workers=2)
     with pytest.raises(ValueError, match="client must be"):
         pmt.sample_many({"a": broken_model}, client="threads", progressbar=False)
     sweep = pmt.sample_many({"a": lambda: 3}, client=SERIAL, progressbar=False)
