@@ -1,11 +1,8 @@
-"""contract.py: the argument check, seeds and reproducible arithmetic; report.py's
-warn_problems (no sampling)."""
+"""contract.py: the argument check, seeds and reproducible arithmetic (no sampling)."""
 
 import numpy as np
 import pytensor
 import pytest
-import xarray as xr
-from xarray import DataTree
 
 from pymc_tempering.contract import (
     DivergenceError,
@@ -15,7 +12,6 @@ from pymc_tempering.contract import (
     seed_attrs,
     split_seed,
 )
-from pymc_tempering.report import warn_problems
 
 
 def test_check_sampler_args_accepts_and_converts():
@@ -69,26 +65,6 @@ def test_seed_attrs():
 
 def test_divergence_error_is_a_floating_point_error():
     assert issubclass(DivergenceError, FloatingPointError)
-
-
-def _tree(diverging):
-    return DataTree.from_dict({
-        "/sample_stats": xr.Dataset({"diverging": (("chain", "draw"), diverging)}),
-    })
-
-
-def test_warn_problems_warns_once_per_problem():
-    diverging = np.zeros((2, 10), dtype=bool)
-    with pytest.warns(UserWarning, match="3 of 20 transitions diverged") as record:
-        diverging[0, :3] = True
-        warn_problems(_tree(diverging))
-    # the warning points at the caller outside the package (here this file), not at a wrapper
-    assert [w.filename for w in record] == [__file__]
-
-
-def test_warn_problems_is_silent_on_a_clean_result(recwarn):
-    warn_problems(_tree(np.zeros((2, 10), dtype=bool)))
-    assert not [w for w in recwarn if issubclass(w.category, UserWarning)]
 
 
 def test_pm_sample_kwargs():
