@@ -112,11 +112,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import logging
 import math
-import os
-import signal
-import subprocess
 import sys
 import time
 import warnings
@@ -131,6 +127,7 @@ from scipy import integrate, stats
 from scipy.special import gammaln, logsumexp
 
 from pymc_tempering import datasets
+from case_runner import finite, quiet_loggers, run_case_process, versions, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -755,23 +752,10 @@ def check_problems(names, n_mc: int = 1_000_000) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-def _quiet():
-    warnings.simplefilter("ignore")
-    for name in ("pymc", "pytensor", "pymc_tempering", "nutpie", "arviz"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
-
-
-def _finite(value):
-    """A JSON-safe float: None for None, NaN or infinity."""
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
 def run_case(name: str, method: str, seed: int, quick: bool = False, smc_cores: int | None = None) -> dict:
     """Run one (problem, method, seed) case in this process; returns its record."""
-    _quiet()
+    warnings.simplefilter("ignore")
+    quiet_loggers()
     problem = PROBLEMS[name]
     row = {"problem": name, "method": method, "seed": seed, "estimate": None, "se": None,
            "reliable": None, "problems": [], "seconds": None, "error_message": None, "quick": quick}
@@ -804,7 +788,7 @@ def run_case(name: str, method: str, seed: int, quick: bool = False, smc_cores: 
                                       progressbar=False, cores=smc_cores)
             # the library reads SMC results: each chain's last finite value, marked unreliable
             per_chain = pmt.log_marginal_likelihood(idata).per_chain
-            row["per_chain"] = [_finite(v) for v in per_chain]
+            row["per_chain"] = [finite(v) for v in per_chain]
             if np.all(np.isfinite(per_chain)):
                 row["estimate"] = float(per_chain.mean())
                 row["se"] = float(per_chain.std(ddof=1) / math.sqrt(len(per_chain)))
@@ -827,7 +811,7 @@ def run_case(name: str, method: str, seed: int, quick: bool = False, smc_cores: 
         traceback.print_exc()
         row["error_message"] = f"{type(exc).__name__}: {exc}"[:2000]
     row["seconds"] = time.perf_counter() - start
-    row["estimate"], row["se"] = _finite(row["estimate"]), _finite(row["se"])
+    row["estimate"], row["se"] = finite(row["estimate"]), finite(row["se"])
     return row
 
 
@@ -843,54 +827,15 @@ def _spawn_case(name, method, seed, args) -> dict:
         cmd.append("--quick")
     if args.smc_cores is not None:
         cmd += ["--smc-cores", str(args.smc_cores)]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        stdout, stderr = proc.communicate(timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the case and any workers it started (SMC)
-        proc.communicate()
-        return {"problem": name, "method": method, "seed": seed, "estimate": None, "se": None,
-                "reliable": None, "problems": [], "seconds": float(args.timeout),
-                "error_message": f"timeout after {args.timeout} s", "quick": args.quick}
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX):])
-    return {"problem": name, "method": method, "seed": seed, "estimate": None, "se": None,
-            "reliable": None, "problems": [], "seconds": None, "quick": args.quick,
-            "error_message": f"case process exited with {proc.returncode}: {stderr[-1500:]}"}
+    failed = {"problem": name, "method": method, "seed": seed, "estimate": None, "se": None,
+              "reliable": None, "problems": [], "quick": args.quick}
+    return run_case_process(cmd, args.timeout, RESULT_PREFIX, failed)
 
 
 def _settings(args) -> dict:
     return {"quick": args.quick, "smc_draws": 500 if args.quick else 2000, "smc_chains": 2,
             "smc_cores": args.smc_cores, "dynesty_nlive": 100 if args.quick else 500,
             "dynesty_dlogz": 0.1, "timeout": args.timeout}
-
-
-def _versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for package in ("pymc-tempering", "pymc", "pytensor", "nutpie", "dynesty", "numpy"):
-        try:
-            out[package] = version(package)
-        except PackageNotFoundError:
-            out[package] = None
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-        dirty = subprocess.run(["git", "status", "--porcelain", "pymc_tempering"], cwd=ROOT,
-                               capture_output=True, text=True).stdout
-        out["git_commit"], out["pymc_tempering_dirty"] = commit.strip(), bool(dirty.strip())
-    except OSError:
-        pass
-    return out
-
-
-def _write_json(path: Path, data: dict):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(path)
 
 
 def run_suite(args, problems, methods):
@@ -903,7 +848,7 @@ def run_suite(args, problems, methods):
                              f"not {settings}; use another --out.")
     else:
         data = {"settings": settings, "truths": {}, "runs": []}
-    data["versions"] = _versions()
+    data["versions"] = versions(("pymc-tempering", "pymc", "pytensor", "nutpie", "dynesty", "numpy"))
     for name in problems:
         data["truths"][name] = PROBLEMS[name].log_z
     done = {(r["problem"], r["method"], r["seed"]) for r in data["runs"]}
@@ -917,7 +862,7 @@ def run_suite(args, problems, methods):
         row["error"] = None if row["estimate"] is None else row["estimate"] - truth
         row["z"] = (row["error"] / row["se"]) if row["error"] is not None and row["se"] else None
         data["runs"].append(row)
-        _write_json(out, data)
+        write_json(out, data)
         status = (f"{row['estimate']:.3f} +- {row['se'] if row['se'] is not None else float('nan'):.3f} "
                   f"(error {row['error']:+.3f}, z {row['z'] if row['z'] is not None else float('nan'):+.2f}, "
                   f"reliable {row['reliable']})" if row["estimate"] is not None

@@ -99,11 +99,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import logging
 import math
-import os
-import signal
-import subprocess
 import sys
 import time
 import warnings
@@ -118,6 +114,7 @@ import pymc as pm
 import pytensor.tensor as pt
 from scipy import integrate, stats
 from scipy.special import gammaln, logsumexp
+from case_runner import finite, quiet_loggers, run_case_process, versions, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = ("ct", "gibbs_ct", "pe", "smc", "nuts")
@@ -392,18 +389,6 @@ def check_models(names) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _quiet():
-    for name in ("pymc", "pytensor", "pymc_tempering", "nutpie", "arviz"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
-
-
-def _finite(value):
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
 def _draws_and_weights(idata, names):
     """Posterior arrays (chain, draw, ...) and the log weights (chain, draw) or None; pseudo-samples
     (``pe``) are pooled within each chain."""
@@ -432,7 +417,7 @@ def _draws_and_weights(idata, names):
 
 def run_case(name: str, method: str, seed: int, quick: bool = False) -> dict:
     """Run one (model, method, seed) case in this process; returns its record."""
-    _quiet()
+    quiet_loggers()
     import arviz as az
 
     import pymc_tempering as pmt
@@ -476,13 +461,13 @@ def run_case(name: str, method: str, seed: int, quick: bool = False) -> dict:
         onehot = (labels[..., None] == np.arange(len(spec.modes))).astype(float)
         if method in ("ct", "gibbs_ct", "pe"):
             p, se = weighted_mean(onehot, log_weight)
-            row["se"] = [_finite(s) for s in se]
+            row["se"] = [finite(s) for s in se]
             try:
                 lml = pmt.log_marginal_likelihood(idata)
             except ValueError as exc:
                 row["evidence_message"] = f"ValueError: {exc}"[:300]
             else:
-                row["log_z"] = _finite(lml.estimate)
+                row["log_z"] = finite(lml.estimate)
                 row["reliable"] = bool(lml.reliable)
                 row["evidence_problems"] = [q[:300] for q in lml.problems[:5]]
         else:
@@ -491,7 +476,7 @@ def run_case(name: str, method: str, seed: int, quick: bool = False) -> dict:
                 # no standard error for a mode whose indicator never changes within any chain
                 # (chains stuck): ArviZ would give 0 or NaN there
                 row["se"] = [None if np.all(np.ptp(onehot[..., k], axis=1) == 0)
-                             else _finite(az.mcse(onehot[..., k])) for k in range(onehot.shape[-1])]
+                             else finite(az.mcse(onehot[..., k])) for k in range(onehot.shape[-1])]
             else:
                 per_chain = pmt.log_marginal_likelihood(idata).per_chain
                 if np.all(np.isfinite(per_chain)):
@@ -521,47 +506,9 @@ def _spawn_case(name, method, seed, args) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--case", name, method, str(seed)]
     if args.quick:
         cmd.append("--quick")
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
     failed = {"model": name, "method": method, "seed": seed, "probabilities": None, "se": None,
               "reliable": None, "log_z": None, "warnings": [], "quick": args.quick}
-    try:
-        stdout, stderr = proc.communicate(timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the case and any workers it started
-        proc.communicate()
-        return failed | {"seconds": float(args.timeout), "error_message": f"timeout after {args.timeout} s"}
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX):])
-    return failed | {"seconds": None,
-                     "error_message": f"case process exited with {proc.returncode}: {stderr[-1500:]}"}
-
-
-def _versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for package in ("pymc-tempering", "pymc", "pytensor", "nutpie", "numpy"):
-        try:
-            out[package] = version(package)
-        except PackageNotFoundError:
-            out[package] = None
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-        dirty = subprocess.run(["git", "status", "--porcelain", "pymc_tempering"], cwd=ROOT,
-                               capture_output=True, text=True).stdout
-        out["git_commit"], out["pymc_tempering_dirty"] = commit.strip(), bool(dirty.strip())
-    except OSError:
-        pass
-    return out
-
-
-def _write_json(path: Path, data: dict):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(path)
+    return run_case_process(cmd, args.timeout, RESULT_PREFIX, failed)
 
 
 def run_suite(args, models, methods):
@@ -575,7 +522,7 @@ def run_suite(args, models, methods):
                              f"not {settings}; use another --out.")
     else:
         data = {"settings": settings, "truths": {}, "runs": []}
-    data["versions"] = _versions()
+    data["versions"] = versions(("pymc-tempering", "pymc", "pytensor", "nutpie", "numpy"))
     for name in models:
         p, log_z = MODELS[name].truth()
         data["truths"][name] = {"modes": list(MODELS[name].modes), "probabilities": [float(v) for v in p],
@@ -597,7 +544,7 @@ def run_suite(args, models, methods):
         row["log_z_error"] = (row["log_z"] - truth["log_z"]
                               if row["log_z"] is not None and truth["log_z"] is not None else None)
         data["runs"].append(row)
-        _write_json(out, data)
+        write_json(out, data)
         if row["probabilities"] is not None:
             se = row["max_error_se"]
             status = (f"P = [{', '.join(f'{v:.3f}' for v in row['probabilities'][:6])}"
