@@ -1,11 +1,11 @@
-"""Many models in one call: one sampler run over a mapping of models, on this machine or a cluster.
+"""Many models in one call: one sampler run over a mapping of models, locally or on a cluster.
 
 :func:`sample_many` runs a sampler (``sample_ct`` by default, or any function with the sampler
 contract) on each model of a mapping, gives each model its own seed, collects the results and
 the failures by name, writes each result to a store as it finishes, and compares the evidences
 with :func:`~pymc_tempering.compare_evidence`.
 
-Why it is written here: scheduling is Dask's (``dask.distributed``: a ``LocalCluster`` on this
+Why it is written here: scheduling is Dask's (``dask.distributed``: a ``LocalCluster`` on the local
 machine, or any ``Client`` of a cluster), and so are moving tasks between processes and
 rescheduling a task whose worker died. What Dask does not know is what a sweep of models needs
 around it, and only that is written here: a seed per model that does not depend on where or in
@@ -333,7 +333,7 @@ def sample_many(
     progressbar: bool = True,
     **sampler_kwargs,
 ) -> Sweep:
-    """Run one sampler on many models, on this machine or a Dask cluster, and compare them.
+    """Run one sampler on many models, locally or on a Dask cluster, and compare them.
 
     Each model gets its own seed from ``random_seed`` (:func:`model_seed`), so a sweep gives
     the same numbers serially, on a local cluster and on a remote one. A model whose builder or
