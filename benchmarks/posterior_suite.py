@@ -421,7 +421,7 @@ def run_case(name: str, method: str, seed: int, quick: bool = False) -> dict:
     import arviz as az
 
     import pymc_tempering as pmt
-    from pymc_tempering.estimators import weighted_mean
+    from pymc_tempering.estimators import stratified_mean, weighted_mean
 
     spec = MODELS[name]
     row = {"model": name, "method": method, "seed": seed, "probabilities": None, "se": None,
@@ -460,7 +460,13 @@ def run_case(name: str, method: str, seed: int, quick: bool = False) -> dict:
         labels = spec.label(draws)
         onehot = (labels[..., None] == np.arange(len(spec.modes))).astype(float)
         if method in ("ct", "gibbs_ct", "pe"):
-            p, se = weighted_mean(onehot, log_weight)
+            if "mode_probabilities" in idata.children:  # the summaries' own estimator
+                strata = idata["mode_probabilities"]
+                region = idata["sample_stats"]["mode_region"].transpose("chain", "draw").values
+                p, se = stratified_mean(onehot, log_weight, region, strata["probability"].values,
+                                        strata["standard_error"].values)
+            else:
+                p, se = weighted_mean(onehot, log_weight)
             row["se"] = [finite(s) for s in se]
             try:
                 lml = pmt.log_marginal_likelihood(idata)
@@ -470,6 +476,10 @@ def run_case(name: str, method: str, seed: int, quick: bool = False) -> dict:
                 row["log_z"] = finite(lml.estimate)
                 row["reliable"] = bool(lml.reliable)
                 row["evidence_problems"] = [q[:300] for q in lml.problems[:5]]
+            row["posterior_reliable"] = idata.attrs.get("posterior_reliable")
+            row["posterior_problems"] = idata.attrs.get("posterior_problems", "")[:600]
+            if "mode_probabilities" in idata.children:
+                row["mode_method"] = idata["mode_probabilities"].attrs.get("method")
         else:
             p = onehot.mean(axis=(0, 1))
             if method == "nuts":
@@ -573,8 +583,8 @@ def report(data) -> None:
     models = [m for m in MODELS if any(r["model"] == m for r in runs)]
     methods = [m for m in METHODS if any(r["method"] == m for r in runs)]
     print(f"| model | method | runs | failed | within {TOLERANCE} | largest error | median se "
-          "| reliable | median s | x SMC |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| posterior reliable | off > 0.05 unflagged | evidence reliable | median s | x SMC |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for model in models:
         smc_times = [r["seconds"] for r in runs if r["model"] == model and r["method"] == "smc"
                      and r["probabilities"] is not None and r["seconds"] is not None]
@@ -587,12 +597,16 @@ def report(data) -> None:
             errors = [r["max_error"] for r in ok]
             ses = [r["max_error_se"] for r in ok if r.get("max_error_se") is not None]
             flags = [r["reliable"] for r in ok if r["reliable"] is not None]
+            post = [r.get("posterior_reliable") for r in ok if r.get("posterior_reliable") is not None]
+            unflagged = (sum(r["max_error"] > 0.05 and r.get("posterior_reliable") is True for r in ok)
+                         if post else None)
             times = [r["seconds"] for r in ok if r["seconds"] is not None]
             within = (sum(e <= TOLERANCE for e in errors) / len(errors)) if errors else None
             med_t = float(np.median(times)) if times else None
             ratio = med_t / smc_median if med_t is not None and smc_median else None
             print(f"| {model} | {method} | {len(rows)} | {len(rows) - len(ok)} | {_fmt(within, '.2f')} "
                   f"| {_fmt(max(errors) if errors else None)} | {_fmt(float(np.median(ses)) if ses else None)} "
+                  f"| {_fmt(sum(post) / len(post) if post else None, '.2f')} | {_fmt(unflagged, 'd')} "
                   f"| {_fmt(sum(flags) / len(flags) if flags else None, '.2f')} | {_fmt(med_t, '.1f')} "
                   f"| {_fmt(ratio, '.2f')} |")
     truths = data.get("truths", {})

@@ -5,10 +5,13 @@ Public API only; each method lives in its own module.
 
 from pymc_tempering.analysis import (
     LogMarginalLikelihood,
+    PosteriorCheck,
     bayes_factor,
     compare_evidence,
     log_marginal_likelihood,
+    posterior_check,
     resample,
+    weighted_expectation,
     weighted_summary,
 )
 from pymc_tempering.diagnostics import Diagnosis, diagnose
@@ -59,6 +62,8 @@ __all__ = [
     "plot_log_marginal_likelihood",
     "base_from_result",
     "LogMarginalLikelihood",
+    "PosteriorCheck",
+    "posterior_check",
     "bayes_factor",
     "compare_evidence",
     "Target",
@@ -70,6 +75,7 @@ __all__ = [
     "resample",
     "sample_ct",
     "weighted_summary",
+    "weighted_expectation",
     "pseudo_extended_model",
     "sample_pe",
     "GibbsInverseTemperature",

@@ -1,4 +1,5 @@
-"""Reading results: the log marginal likelihood, unweighted resamples and weighted summaries.
+"""Reading results: the log marginal likelihood, the posterior's verdict, unweighted resamples and
+weighted summaries.
 
 These work on any method's result, since they read only the layout built by
 :mod:`pymc_tempering.results`.
@@ -17,17 +18,22 @@ from scipy.special import logsumexp
 from xarray import DataTree
 
 from pymc_tempering.diagnostics import diagnose
-from pymc_tempering.estimators import kish_ess, weighted_mean
+from pymc_tempering.estimators import kish_ess, stratified_mean, weighted_mean
 from pymc_tempering.results import METHOD_VARIABLES, PSEUDO_SAMPLE, check_result
 from pymc_tempering.contract import split_seed
 
 __all__ = [
     "LogMarginalLikelihood",
+    "PosteriorCheck",
+    "posterior_check",
+    "MIN_ESS_PER_CHAIN",
+    "MAX_MODE_SE",
     "log_marginal_likelihood",
     "bayes_factor",
     "compare_evidence",
     "resample",
     "weighted_summary",
+    "weighted_expectation",
 ]
 
 
@@ -76,6 +82,85 @@ class LogMarginalLikelihood:
         ]
         lines += [f"  - {problem}" for problem in self.problems]
         return "\n".join(lines)
+
+
+#: Effective draws per chain below which weighted summaries are not reliable (``pm.sample`` warns
+#: below the same count).
+MIN_ESS_PER_CHAIN = 100
+#: Largest standard error of a mode's probability in a reliable posterior: an error of 0.05 is
+#: then 2.5 standard errors.
+MAX_MODE_SE = 0.02
+
+
+@dataclass(frozen=True)
+class PosteriorCheck:
+    """Whether a result's weighted draws support its posterior summaries, apart from its evidence.
+
+    Attributes
+    ----------
+    reliable : bool
+        False when a problem below was found: the summaries of
+        :func:`weighted_summary` and the draws of :func:`resample` may then be off by more
+        than their standard errors say, or those errors are too large to use.
+    problems : tuple of str
+        One sentence per problem.
+    mode_probabilities : pandas.DataFrame or None
+        For a result stratified by the modes of its base's mode search (continuous tempering
+        with several optima found): per region ``probability``, ``standard_error``,
+        ``optima`` (the search's optima it holds), the weighted draws' own
+        ``draws_probability`` and ``draws_standard_error``, and ``khat`` (importance sampling
+        of its mass); ``attrs["method"]`` says how the probabilities were found. None
+        otherwise.
+    """
+
+    reliable: bool
+    problems: tuple[str, ...]
+    mode_probabilities: pd.DataFrame | None = None
+
+
+def posterior_check(idata: DataTree) -> PosteriorCheck:
+    """Judge a weighted result's posterior: its modes' probabilities and its effective draws.
+
+    The checks:
+
+    - the stratification's own problems (``mode_probabilities`` group): importance sampling of
+      a mode's mass that cannot be trusted (the probabilities then come from the draws alone),
+      or a mode with mass and no draws;
+    - a mode probability with a standard error above :data:`MAX_MODE_SE`;
+    - a posterior entry whose weighted mean is worth fewer than :data:`MIN_ESS_PER_CHAIN`
+      independent draws per chain (``ess_mean`` of :func:`weighted_summary`, which for a
+      stratified result counts the modes' probabilities as known to their standard errors).
+
+    The methods store the verdict in the result's ``attrs["posterior_reliable"]`` and
+    ``attrs["posterior_problems"]`` and warn with each problem.
+    """
+    check_result(idata)
+    problems, table = [], None
+    if "mode_probabilities" in idata.children:
+        strata = idata["mode_probabilities"].to_dataset()
+        table = strata.to_dataframe()
+        table.attrs["method"] = strata.attrs.get("method", "")
+        problems += [p for p in strata.attrs.get("problems", "").split("; ") if p]
+        worst = float(np.nanmax(strata["standard_error"].values))
+        if not worst <= MAX_MODE_SE:
+            problems.append(
+                f"the modes' probabilities have standard errors up to {worst:.3f} (above "
+                f"{MAX_MODE_SE}; from the {table.attrs['method']}): longer runs (draws) make "
+                "more moves between the modes"
+            )
+    chains = idata["posterior"].sizes["chain"]
+    ess = weighted_summary(idata)["ess_mean"]
+    low = ess[ess < MIN_ESS_PER_CHAIN * chains]
+    if len(low):
+        problems.append(
+            f"the weighted draws are worth fewer than {MIN_ESS_PER_CHAIN} independent draws "
+            f"per chain for {len(low)} of {len(ess)} posterior entries (fewest: "
+            f"{low.idxmin()}, {low.min():.0f} for {chains} chains; ess_mean in "
+            "pmt.weighted_summary): their weighted means are within mcse_mean, and their sds "
+            "and intervals are about that imprecise. Run longer chains (draws) for posterior "
+            "summaries"
+        )
+    return PosteriorCheck(not problems, tuple(problems), table)
 
 
 def _require(idata: DataTree, group: str, var: str | None = None):
@@ -348,6 +433,36 @@ def _labels(name: str, da: xr.DataArray) -> list[str]:
     return [f"{name}[{', '.join(str(c) for c in combo)}]" for combo in itertools.product(*coords)]
 
 
+def weighted_expectation(idata: DataTree, values) -> tuple[np.ndarray, np.ndarray]:
+    """The posterior expectation of any function of a result's draws, with its standard error.
+
+    Parameters
+    ----------
+    idata : xarray.DataTree
+        A weighted result (one log weight per draw, no pseudo-samples).
+    values : array_like, shape (chain, draw, ...)
+        The function's values at the draws, e.g. ``idata["posterior"]["theta"].values > 0``.
+
+    Returns
+    -------
+    mean, standard_error : ndarray
+        Shape ``values.shape[2:]``. For a result stratified by its modes (a
+        ``mode_probabilities`` group) the modes' probabilities times their weighted means
+        (:func:`~pymc_tempering.estimators.stratified_mean`), else the self-normalised
+        weighted mean (:func:`~pymc_tempering.estimators.weighted_mean`).
+    """
+    check_result(idata)
+    lw = _log_weight(idata)
+    values = np.asarray(values, dtype=float)
+    if "mode_probabilities" not in idata.children or "mode_region" not in idata["sample_stats"]:
+        return weighted_mean(values, lw)
+    strata = idata["mode_probabilities"]
+    region = idata["sample_stats"]["mode_region"].transpose("chain", "draw").values
+    return stratified_mean(
+        values, lw, region, strata["probability"].values, strata["standard_error"].values
+    )
+
+
 def weighted_summary(
     idata: DataTree, var_names: list[str] | None = None, prob: float = 0.94
 ) -> pd.DataFrame:
@@ -376,7 +491,13 @@ def weighted_summary(
         and ``ess_weights`` (Kish's effective sample size of the weights, the same for every
         row; also in ``DataFrame.attrs``). Kish's count ignores the chains' autocorrelation,
         so it can be many times ``ess_mean``; the sd and the interval are then as imprecise as
-        ``ess_mean`` says, with no standard error of their own: read ``ess_mean``.
+        ``ess_mean`` says, with no standard error of their own: read ``ess_mean``. For a
+        result stratified by its modes (a ``mode_probabilities`` group) the mean is the
+        modes' probabilities times their weighted means, and ``mcse_mean`` counts the
+        probabilities as known to their standard errors
+        (:func:`~pymc_tempering.estimators.stratified_mean`). ``attrs["posterior_reliable"]``
+        and ``attrs["posterior_problems"]`` carry the method's verdict
+        (:func:`posterior_check`).
     """
     if not 0 < prob < 1:
         raise ValueError(f"prob must lie in (0, 1), got {prob}.")
@@ -419,7 +540,7 @@ def weighted_summary(
             da = da.transpose("chain", "draw", ...)
             values = np.asarray(da.values, dtype=float)
             flat = values.reshape(values.shape[0] * values.shape[1], -1)
-            mean, mcse = weighted_mean(values.reshape(values.shape[:2] + (-1,)), lw)
+            mean, mcse = weighted_expectation(idata, values.reshape(values.shape[:2] + (-1,)))
         var = np.einsum("n,nk->k", w, (flat - mean) ** 2)
         quantiles = np.quantile(flat, [q_lo, 0.5, q_hi], axis=0, weights=w, method="inverted_cdf")
         for k, label in enumerate(_labels(name, da)):
@@ -439,4 +560,8 @@ def weighted_summary(
     df = pd.DataFrame(rows, index=index)
     df.attrs["ess_weights"] = ess_w
     df.attrs["prob"] = prob
+    # the method's verdict on its posterior (posterior_check), where it gave one
+    for key in ("posterior_reliable", "posterior_problems"):
+        if key in idata.attrs:
+            df.attrs[key] = idata.attrs[key]
     return df

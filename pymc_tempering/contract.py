@@ -24,6 +24,8 @@ import pytensor
 from threadpoolctl import threadpool_limits
 
 __all__ = [
+    "check_bootstrap",
+    "check_extension_args",
     "DivergenceError",
     "NonFiniteGradientError",
     "check_sampler_args",
@@ -164,3 +166,28 @@ def pm_sample_kwargs(nuts_sampler: str | None, sample_kwargs: dict) -> dict:
         kwargs["idata_kwargs"] = {**(kwargs.get("idata_kwargs") or {}), "include_transformed": True}
     kwargs.setdefault("blas_cores", "auto" if nuts_sampler == "pymc" else None)
     return kwargs
+
+
+def check_bootstrap(bootstrap) -> None:
+    """Refuse a number of bootstrap rounds that is not an integer >= 0 (``ValueError``)."""
+    if not isinstance(bootstrap, int | np.integer) or bootstrap < 0:
+        raise ValueError(f"bootstrap must be a number of rounds >= 0, got {bootstrap!r}.")
+
+
+def check_extension_args(target_accept, max_extensions, target_se=None, max_time=None) -> None:
+    """Refuse settings of continuous tempering's extensions out of range (``ValueError``)."""
+    if not 0 < target_accept < 1:
+        raise ValueError(f"target_accept must be in (0, 1), got {target_accept!r}.")
+    if not isinstance(max_extensions, int | np.integer) or max_extensions < 0:
+        raise ValueError(f"max_extensions must be a number of runs >= 0, got {max_extensions!r}.")
+    if target_se is not None and not _positive(target_se):
+        raise ValueError(f"target_se must be a positive number or None, got {target_se!r}.")
+    if max_time is not None and not _positive(max_time):
+        raise ValueError(
+            f"max_time must be a positive number of seconds or None, got {max_time!r}."
+        )
+
+
+def _positive(value) -> bool:
+    """Whether ``value`` is a real number above 0 (not a bool, a string or NaN)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0

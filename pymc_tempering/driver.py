@@ -30,7 +30,7 @@ from pymc_tempering.report import (
     warn_convergence,
     warn_missed_modes,
     warn_problems,
-    warn_weighted_ess,
+    judge_posterior,
 )
 from pymc_tempering.results import build_result, draws_to_datatree
 from pymc_tempering.target import Target
@@ -182,8 +182,8 @@ def driver_result(
     warned about; with ``convergence`` (methods whose draws are unweighted Markov chains) also
     PyMC's convergence checks (:func:`warn_convergence`) and, for a model without
     minibatches, a mode search's optima that the draws never came near
-    (:func:`warn_missed_modes`); without it (weighted draws) the weighted draws' effective
-    sample size (:func:`~pymc_tempering.report.warn_weighted_ess`).
+    (:func:`warn_missed_modes`); without it (weighted draws) the posterior's verdict
+    (:func:`~pymc_tempering.report.judge_posterior`).
     """
     extra_posterior = build_kwargs.pop("extra_posterior", None)
     sampled = draws_to_datatree(
@@ -199,5 +199,5 @@ def driver_result(
             warn_convergence(result, target.model, method)
             warn_missed_modes(result, target, x, method, random_seed)
         else:
-            warn_weighted_ess(result, method)
+            judge_posterior(result, method)
     return result

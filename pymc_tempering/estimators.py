@@ -32,6 +32,7 @@ __all__ = [
     "log_ratio_of_means",
     "log_ratio_by_chain",
     "weighted_mean",
+    "stratified_mean",
     "log_marginal_likelihood_ct",
     "kish_ess",
     "log_mean_exp",
@@ -218,6 +219,49 @@ def weighted_mean(values, log_weight) -> tuple[np.ndarray, np.ndarray]:
     mean = np.einsum("cd,cdk->k", w, flat) / w.size
     se = np.array([_mcse_of_mean(w * (flat[..., k] - mean[k])) for k in range(flat.shape[-1])])
     return mean.reshape(extra), se.reshape(extra)
+
+
+def stratified_mean(
+    values, log_weight, region, probability, probability_se
+) -> tuple[np.ndarray, np.ndarray]:
+    """A post-stratified weighted mean and its standard error.
+
+    ``sum_r P_r m_r``, where ``m_r`` is the weighted mean of the draws in region ``r`` and
+    ``P_r`` the region's probability, known apart from the draws with standard error ``s_r``
+    (:func:`~pymc_tempering.stratification.stratify`). The variance is
+    ``sum_r P_r^2 se(m_r)^2 + sum_r (m_r - mean)^2 s_r^2``, with ``se(m_r)`` from
+    :func:`weighted_mean` with the weights of the other regions set to zero: the chains'
+    moves between regions, which decide the unstratified mean's error, do not enter. Regions
+    without draws are left out (their probability is shared out over the others).
+
+    Parameters
+    ----------
+    values : array_like, shape (chain, draw, ...)
+    log_weight : array_like, shape (chain, draw)
+    region : array_like of int, shape (chain, draw)
+    probability, probability_se : array_like, shape (region,)
+
+    Returns
+    -------
+    mean, standard_error : ndarray
+        Shape ``values.shape[2:]``.
+    """
+    log_weight = _as_chain_draw(log_weight)
+    region = np.asarray(region)
+    values = np.asarray(values, dtype=float)
+    seen = [r for r in range(len(probability)) if np.any(region == r)]
+    p = np.asarray(probability, dtype=float)[seen]
+    p = p / p.sum()
+    s = np.asarray(probability_se, dtype=float)[seen]
+    means, ses = [], []
+    for r in seen:
+        m, e = weighted_mean(values, np.where(region == r, log_weight, -np.inf))
+        means.append(m)
+        ses.append(e)
+    means, ses = np.array(means), np.array(ses)
+    mean = np.tensordot(p, means, axes=1)
+    var = np.tensordot(p**2, ses**2, axes=1) + np.tensordot(s**2, (means - mean) ** 2, axes=1)
+    return mean, np.sqrt(var)
 
 
 def beyond_edge(u, edge: float, inner: float) -> np.ndarray:

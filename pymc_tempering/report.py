@@ -1,8 +1,8 @@
 """The warnings every method raises after its run, in one place.
 
 A sampler ends by handing its result here: :func:`warn_problems` (each problem that
-:func:`~pymc_tempering.diagnose` finds), :func:`warn_weighted_ess` (weighted draws worth too few
-independent draws), and, for drivers whose draws are unweighted Markov chains,
+:func:`~pymc_tempering.diagnose` finds), :func:`judge_posterior` (the posterior's verdict,
+:func:`~pymc_tempering.posterior_check`, stored in the result and warned), and, for drivers whose draws are unweighted Markov chains,
 :func:`warn_convergence` (PyMC's own R-hat and ESS checks) and :func:`warn_missed_modes` (optima
 of a mode search that the draws never came near). This module reads results, so it sits above
 :mod:`~pymc_tempering.analysis` and :mod:`~pymc_tempering.diagnostics` and below the methods.
@@ -14,16 +14,15 @@ import numpy as np
 from pymc.stats.convergence import WarningType, run_convergence_checks
 from xarray import DataTree
 
-from pymc_tempering.analysis import weighted_summary
+from pymc_tempering.analysis import posterior_check
 from pymc_tempering.bases import find_modes
 from pymc_tempering.contract import split_seed, warn
 from pymc_tempering.diagnostics import MISSED_MASS_LIMIT, diagnose, missed_optima
 from pymc_tempering.target import Target, full_data_energies
 
 __all__ = [
-    "MIN_ESS_PER_CHAIN",
     "warn_problems",
-    "warn_weighted_ess",
+    "judge_posterior",
     "warn_convergence",
     "warn_missed_modes",
 ]
@@ -35,33 +34,17 @@ def warn_problems(result) -> None:
         warn(problem)
 
 
-#: Effective draws per chain below which a weighted result warns, as ``pm.sample`` does.
-MIN_ESS_PER_CHAIN = 100
-
-
-def warn_weighted_ess(result, method: str) -> None:
-    """Warn, as ``pm.sample`` does for its ESS, when a weighted result's draws are worth fewer
-    than :data:`MIN_ESS_PER_CHAIN` independent draws per chain for some variable.
-
-    The count is ``ess_mean`` of :func:`~pymc_tempering.weighted_summary`, ``(sd /
-    mcse_mean)^2``, which sees the chains' autocorrelation where Kish's ESS of the weights does
-    not. It concerns the posterior summaries only, not the log marginal likelihood, whose own
-    standard error and checks (:func:`~pymc_tempering.diagnose`) stand apart.
-    """
-    chains = result["posterior"].sizes["chain"]
-    ess = weighted_summary(result)["ess_mean"]
-    low = ess[ess < MIN_ESS_PER_CHAIN * chains]
-    if len(low):
-        warn(
-            f"{method}: the weighted draws are worth fewer than {MIN_ESS_PER_CHAIN} independent "
-            f"draws per chain for {len(low)} of {len(ess)} posterior entries (fewest: "
-            f"{low.idxmin()}, {low.min():.0f} for {chains} chains; ess_mean in "
-            "pmt.weighted_summary): their weighted means are within mcse_mean, and their sds "
-            "and intervals are about that imprecise. Run longer chains (draws) for posterior "
-            "summaries."
-        )
-
-
+def judge_posterior(result, method: str) -> None:
+    """Store :func:`~pymc_tempering.posterior_check`'s verdict in ``result.attrs``
+    (``posterior_reliable``, and ``posterior_problems`` joined by ``"; "``) and warn once per
+    problem, as ``pm.sample`` warns of a low ESS. It concerns the posterior summaries only, not
+    the log marginal likelihood, whose own standard error and checks
+    (:func:`~pymc_tempering.diagnose`) stand apart."""
+    check = posterior_check(result)
+    result.attrs["posterior_reliable"] = bool(check.reliable)
+    result.attrs["posterior_problems"] = "; ".join(check.problems)
+    for problem in check.problems:
+        warn(f"{method}: {problem}.")
 
 
 def warn_convergence(result: DataTree, model, method: str) -> None:

@@ -48,7 +48,11 @@ def numerical_floor(log_z: float) -> float:
 __all__ = [
     "build_result", "base_group", "check_result", "flat_draws_from_result", "METHOD_VARIABLES",
     "PSEUDO_SAMPLE", "constrained_draws", "draws_to_datatree", "rebuild_posterior", "add_rounds",
+    "strata_group", "MODE_REGION",
 ]
+
+# The dimension of the regions of a stratified result (the ``mode_probabilities`` group).
+MODE_REGION = "mode_region"
 
 # Names of the method variables a result's posterior may hold beside the model's own.
 INVERSE_TEMPERATURE = "inverse_temperature"
@@ -200,7 +204,8 @@ def base_group(
     flat draws can be rebuilt from the result alone (:func:`flat_draws_from_result`). With the
     base's :class:`~pymc_tempering.Modes`, it also holds the optima of its mode search:
     ``mode_point`` (mode, flat), ``mode_log_density``, ``mode_log_mass`` and ``mode_hits``
-    (mode: the search's runs that reached each). With ``funnels`` (what
+    (mode: the search's runs that reached each) and ``mode_variance`` (mode, flat: the
+    diagonals of their Laplace covariances). With ``funnels`` (what
     :func:`~pymc_tempering.transforms.funnel.funnel_mass` returned for the run), ``funnel_mass``,
     ``funnel_edge``, ``funnel_inner`` (the band's other end), ``funnel_index`` (the flat
     coordinate), ``funnel_mass_se`` and ``funnel_tail_ratio`` (NaN where the profile's tail is
@@ -214,6 +219,7 @@ def base_group(
         data["mode_log_density"] = ("mode", modes.log_density)
         data["mode_log_mass"] = ("mode", modes.log_mass)
         data["mode_hits"] = ("mode", modes.hits)
+        data["mode_variance"] = (("mode", "flat"), np.diagonal(modes.cov, axis1=1, axis2=2))
     coords = {"flat_variable": ("flat", labels)}
     if funnels:
         data["funnel_mass"] = ("funnel", np.array([f.mass for f in funnels]))
@@ -342,3 +348,18 @@ def add_rounds(result: DataTree, rounds: list[dict], attrs: dict) -> DataTree:
         )
     result.attrs.update(_check_scalar_attrs(attrs))
     return result
+
+
+def strata_group(strata) -> xr.Dataset:
+    """The ``mode_probabilities`` group of a stratified result, from a
+    :class:`~pymc_tempering.stratification.Strata`: per region (dim ``mode_region``, coordinate
+    ``optima`` naming the mode search's optima it holds) ``probability``, ``standard_error``,
+    the weighted draws' own ``draws_probability`` and ``draws_standard_error``, the importance
+    sampling's ``log_mass``, ``log_mass_se`` and ``khat``; attrs ``method`` and ``problems``
+    (one string, ``"; "``-separated, empty when there is none)."""
+    names = ["probability", "standard_error", "draws_probability", "draws_standard_error",
+             "log_mass", "log_mass_se", "khat"]
+    data = {name: (MODE_REGION, np.asarray(getattr(strata, name), dtype=float)) for name in names}
+    ds = xr.Dataset(data, coords={"optima": (MODE_REGION, list(strata.optima))})
+    ds.attrs = {"method": strata.method, "problems": "; ".join(strata.problems)}
+    return ds

@@ -342,19 +342,24 @@ def ar1_chains(phi: float, rng_seed, chains: int = 4, draws: int = 5000) -> np.n
     return x
 
 
-def test_a_weighted_result_worth_few_draws_warns_as_pm_sample_does(recwarn):
-    """``warn_weighted_ess``, run at the end of every method with weighted draws: AR(1)
+def test_a_weighted_result_worth_few_draws_is_unreliable_and_warns(recwarn):
+    """``judge_posterior``, run at the end of every method with weighted draws: AR(1)
     chains with ``phi = 0.995`` (an ESS of about 50 for 4 x 5000 draws, far below 100 per chain)
-    warn, naming the entry; independent draws (ESS about 20,000) do not."""
-    from pymc_tempering.report import warn_weighted_ess
+    warn, naming the entry, and say ``posterior_reliable == False``; independent draws (ESS
+    about 20,000) do neither."""
+    from pymc_tempering.report import judge_posterior
 
-    slow = ar1_chains(0.995, seed(8))
+    slow = fake_result(ar1_chains(0.995, seed(8)), np.zeros((4, 5000)))
     with pytest.warns(UserWarning, match=r"fewer than 100 independent draws per chain .* x, "):
-        warn_weighted_ess(fake_result(slow, np.zeros_like(slow)), "toy")
+        judge_posterior(slow, "toy")
+    assert slow.attrs["posterior_reliable"] is False
+    assert "fewer than 100" in slow.attrs["posterior_problems"]
+    assert pmt.weighted_summary(slow).attrs["posterior_reliable"] is False
     recwarn.clear()
-    fast = ar1_chains(0.0, seed(9))
-    warn_weighted_ess(fake_result(fast, np.zeros_like(fast)), "toy")
+    fast = fake_result(ar1_chains(0.0, seed(9)), np.zeros((4, 5000)))
+    judge_posterior(fast, "toy")
     assert not [w for w in recwarn if issubclass(w.category, UserWarning)]
+    assert fast.attrs["posterior_reliable"] is True and pmt.posterior_check(fast).reliable
 
 
 def test_resample_picks_one_pseudo_sample_per_draw():

@@ -28,11 +28,16 @@ from pytensor.graph.replace import graph_replace
 
 from pymc_tempering.bases import Base, prepare_base
 from pymc_tempering.results import INVERSE_TEMPERATURE
-from pymc_tempering.contract import check_sampler_args, reproducible, pm_sample_kwargs, seed_attrs
+from pymc_tempering.contract import (
+    check_extension_args,
+    check_sampler_args,
+    pm_sample_kwargs,
+    reproducible,
+    seed_attrs,
+)
 from pymc_tempering.transforms.continuous_tempering import (
     BootstrapPolicy,
     TemperedSampling,
-    check_extension_args,
     run_with_bootstrap,
     tempered_model,
 )

@@ -12,7 +12,6 @@ where ``p`` is the model's (unnormalised) density, ``q`` a normalised Gaussian b
 
 from __future__ import annotations
 
-import numbers
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,8 +41,12 @@ from pymc_tempering.results import (
     base_group,
     build_result,
     rebuild_posterior,
+    strata_group,
 )
+from pymc_tempering.stratification import HOT, stratify_by_modes
 from pymc_tempering.contract import (
+    check_bootstrap,
+    check_extension_args,
     check_sampler_args,
     reproducible,
     pm_sample_kwargs,
@@ -51,7 +54,7 @@ from pymc_tempering.contract import (
     split_seed,
     warn,
 )
-from pymc_tempering.report import warn_problems, warn_weighted_ess
+from pymc_tempering.report import warn_problems, judge_posterior
 from pymc_tempering.target import Target
 
 __all__ = ["continuously_tempered_model", "sample_ct"]
@@ -170,10 +173,12 @@ def sample_ct(
 
     Fits a base when none is given, refines it by bootstrap rounds, builds
     :func:`continuously_tempered_model`, runs :func:`pymc.sample` on it and returns weighted
-    draws of the original model and its log marginal likelihood. Warns when
-    :func:`~pymc_tempering.diagnose` finds a problem, and, as :func:`pymc.sample` does, when the
-    weighted draws are worth fewer than 100 draws per chain for some entry
-    (:func:`~pymc_tempering.report.warn_weighted_ess`).
+    draws of the original model and its log marginal likelihood. With several optima found,
+    each mode holds its importance-sampled mass (:mod:`~pymc_tempering.stratification`), not
+    the share the chains' few moves between modes gave it. Warns when
+    :func:`~pymc_tempering.diagnose` finds a problem in the evidence, and when
+    :func:`~pymc_tempering.posterior_check` finds one in the posterior
+    (``attrs["posterior_reliable"]``).
 
     Parameters
     ----------
@@ -294,31 +299,6 @@ def sample_ct(
     return run_with_bootstrap(sampling, target, base, log_zeta, seed, draws, tune, policy, start)
 
 
-def check_bootstrap(bootstrap) -> None:
-    """Refuse a number of bootstrap rounds that is not an integer >= 0 (``ValueError``)."""
-    if not isinstance(bootstrap, int | np.integer) or bootstrap < 0:
-        raise ValueError(f"bootstrap must be a number of rounds >= 0, got {bootstrap!r}.")
-
-
-def check_extension_args(target_accept, max_extensions, target_se=None, max_time=None) -> None:
-    """Refuse settings of :func:`run_with_bootstrap`'s extensions out of range (``ValueError``)."""
-    if not 0 < target_accept < 1:
-        raise ValueError(f"target_accept must be in (0, 1), got {target_accept!r}.")
-    if not isinstance(max_extensions, int | np.integer) or max_extensions < 0:
-        raise ValueError(f"max_extensions must be a number of runs >= 0, got {max_extensions!r}.")
-    if target_se is not None and not _positive(target_se):
-        raise ValueError(f"target_se must be a positive number or None, got {target_se!r}.")
-    if max_time is not None and not _positive(max_time):
-        raise ValueError(
-            f"max_time must be a positive number of seconds or None, got {max_time!r}."
-        )
-
-
-def _positive(value) -> bool:
-    """Whether ``value`` is a real number above 0 (not a bool, a string or NaN)."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0
-
-
 @dataclass(frozen=True)
 class BootstrapPolicy:
     """How :func:`run_with_bootstrap` refines the base before the final run and extends it after.
@@ -419,6 +399,7 @@ def run_tempered(
         log_zeta,
         method=sampling.method,
         attrs={**sampling.attrs, "draws": int(draws), "tune": int(tune)},
+        random_seed=split_seed(seed, 2)[1],
     )
 
 
@@ -626,7 +607,7 @@ def run_with_bootstrap(
             "The problems reported are those of the last run; a larger max_time lets it go on."
         )
     warn_problems(result)
-    warn_weighted_ess(result, result.attrs["method"])
+    judge_posterior(result, result.attrs["method"])
     return result
 
 
@@ -649,7 +630,10 @@ def _temperature(posterior) -> dict[str, np.ndarray]:
     return {INVERSE_TEMPERATURE: posterior[INVERSE_TEMPERATURE].values}
 
 
-def ct_result(sampled, target: Target, base: Base, log_zeta: float, *, method: str, attrs: dict):
+def ct_result(
+    sampled, target: Target, base: Base, log_zeta: float, *, method: str, attrs: dict,
+    random_seed=None,
+):
     """Weights (eqs. 21-22) and log Z (eq. 20) of a continuous tempering run, in the result layout.
 
     ``sampled`` is what ``pm.sample`` returned for an extended model whose posterior holds the
@@ -658,9 +642,14 @@ def ct_result(sampled, target: Target, base: Base, log_zeta: float, *, method: s
     (:func:`~pymc_tempering.results.rebuild_posterior`): the user's variables (constrained, with
     their dims), the transformed value variables under their value names,
     ``inverse_temperature`` and, for joint tempering, ``temperature_control``.
+
+    With several optima in the base's mode search, the weights are post-stratified by them
+    (:func:`~pymc_tempering.stratification.stratify_by_modes`, seeded by ``random_seed``); the
+    ``mode_probabilities`` group and ``sample_stats.mode_region`` then hold the modes.
     """
     x = target.flat_draws(sampled["posterior"])
-    sampled = rebuild_posterior(sampled, target, x, _temperature(sampled["posterior"]))
+    temperature = _temperature(sampled["posterior"])
+    sampled = rebuild_posterior(sampled, target, x, temperature)
     delta = log_zeta + base.logp(x) - target.logp(x)
     log_w0, log_w1 = ct_log_weights(delta)
     funnels = funnel_mass(target, x, log_w1, base.spikes)
@@ -670,6 +659,14 @@ def ct_result(sampled, target: Target, base: Base, log_zeta: float, *, method: s
     if any(f.complete for f in funnels):
         correction = logsumexp(log_w1 + log_factor) - logsumexp(log_w1)
         attrs = {**attrs, "funnel_correction": float(correction)}
+    groups = {"base": base_group(target, base.mean, np.diag(base.cov), base.modes, funnels)}
+    stats_ = {"log_base_weight": log_w0}
+    hot = temperature[INVERSE_TEMPERATURE] > HOT
+    strata = stratify_by_modes(target, x, log_w1, hot, base.modes, random_seed)
+    if strata is not None:
+        log_w1 = strata.log_weight
+        groups["mode_probabilities"] = strata_group(strata)
+        stats_["mode_region"] = strata.region
     return build_result(
         sampled,
         target,
@@ -677,8 +674,6 @@ def ct_result(sampled, target: Target, base: Base, log_zeta: float, *, method: s
         log_weight=log_w1,
         log_marginal_likelihood=lml,
         attrs={"log_zeta": float(log_zeta), "base_method": base.method, **attrs},
-        extra_stats={"log_base_weight": log_w0},
-        extra_groups={
-            "base": base_group(target, base.mean, np.diag(base.cov), base.modes, funnels)
-        },
+        extra_stats=stats_,
+        extra_groups=groups,
     )

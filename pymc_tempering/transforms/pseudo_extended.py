@@ -52,7 +52,7 @@ from pymc_tempering.contract import (
     pm_sample_kwargs,
     seed_attrs,
 )
-from pymc_tempering.report import warn_problems, warn_weighted_ess
+from pymc_tempering.report import warn_problems, judge_posterior
 from pymc_tempering.target import Target
 
 __all__ = ["pseudo_extended_model", "sample_pe", "pe_log_weights", "DEFAULT_BETA_MIN"]
@@ -436,7 +436,7 @@ def sample_pe(
         },
     )
     warn_problems(result)
-    warn_weighted_ess(result, result.attrs["method"])
+    judge_posterior(result, result.attrs["method"])
     return result
 
 
