@@ -57,8 +57,10 @@ Methods
     ``pmt.sample_ct``, ``pmt.sample_gibbs_ct``, ``pmt.sample_pe`` with
     ``random_seed=seed, progressbar=False`` and otherwise their defaults. Mode probabilities
     are weighted means of the mode indicators with their standard errors,
-    ``pymc_tempering.estimators.weighted_mean(indicator, log_weight)`` (pseudo-samples of
-    ``pe`` are pooled within each chain). ``reliable`` is
+    ``pymc_tempering.estimators.weighted_mean(indicator, log_weight)``, or for a result
+    stratified by its modes ``stratified_mean`` (what ``pmt.weighted_expectation`` gives)
+    (pseudo-samples of ``pe`` are pooled within each chain). ``posterior_reliable`` is the
+    result's ``attrs["posterior_reliable"]`` (``pmt.posterior_check``); ``reliable`` is
     ``pmt.log_marginal_likelihood(idata).reliable`` (the evidence's verdict; None where that
     raises).
 ``smc``
@@ -86,11 +88,17 @@ Usage::
     .venv/bin/python benchmarks/posterior_suite.py --report      # Markdown table from --out
     .venv/bin/python benchmarks/posterior_suite.py --quick --methods ct,smc   # plumbing: 1 seed,
                                                    # the 3 cheapest models, 300 draws per method
+    .venv/bin/python benchmarks/posterior_suite.py --models quickstart,mixture_2d,label_switching \
+        --methods ct,gibbs_ct --draws 16000 --out /tmp/long.json   # long runs: the bias table
 
 Writes ``--out`` (default ``/tmp/posterior_suite.json``). The report gives, per model and
 method, the fraction of runs with every mode within 0.03 of the truth, the largest error, the
-median standard error, the fraction with ``reliable`` true, the median wall time and its ratio
-to SMC's median on the same model. When the suite is run in full, its current table goes to
+median standard error, the fraction with ``posterior_reliable`` true, the runs off by more than
+0.05 that still said reliable, the fraction with the evidence ``reliable``, the median wall time
+and its ratio to SMC's median on the same model; then, per model and method, each mode's
+probability averaged over the seeds with the standard error of that mean (their spread over
+the seeds) and its z-score against the truth: the bias table. ``--draws N`` runs ``ct``,
+``gibbs_ct``, ``pe`` and ``nuts`` with ``N`` draws per chain (``smc`` keeps 2000). When the suite is run in full, its current table goes to
 ``docs/benchmarks.md``.
 """
 
@@ -415,7 +423,27 @@ def _draws_and_weights(idata, names):
     return draws, log_weight
 
 
-def run_case(name: str, method: str, seed: int, quick: bool = False) -> dict:
+def _time_nutpie_compile() -> list:
+    """Wrap ``nutpie.compile_pymc_model`` so that its seconds add up in the returned one-item
+    list (the per-process compilation that decides much of a small model's time)."""
+    import nutpie
+
+    spent = [0.0]
+    original = nutpie.compile_pymc_model
+
+    @functools.wraps(original)
+    def timed(*args, **kwargs):
+        began = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            spent[0] += time.perf_counter() - began
+
+    nutpie.compile_pymc_model = timed
+    return spent
+
+
+def run_case(name: str, method: str, seed: int, quick: bool = False, draws: int | None = None) -> dict:
     """Run one (model, method, seed) case in this process; returns its record."""
     quiet_loggers()
     import arviz as az
@@ -427,7 +455,8 @@ def run_case(name: str, method: str, seed: int, quick: bool = False) -> dict:
     row = {"model": name, "method": method, "seed": seed, "probabilities": None, "se": None,
            "reliable": None, "log_z": None, "seconds": None, "warnings": [], "error_message": None,
            "quick": quick}
-    draws_kw = {"draws": QUICK_DRAWS} if quick else {}
+    draws_kw = {"draws": QUICK_DRAWS} if quick else ({"draws": draws} if draws else {})
+    compile_seconds = _time_nutpie_compile()
     start = time.perf_counter()
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -448,6 +477,7 @@ def run_case(name: str, method: str, seed: int, quick: bool = False) -> dict:
                 else:
                     raise ValueError(f"unknown method {method!r}")
         row["seconds"] = time.perf_counter() - start
+        row["nutpie_compile_seconds"] = compile_seconds[0]
         seen = []
         for w in caught:
             text = f"{w.category.__name__}: {w.message}"[:300]
@@ -516,6 +546,8 @@ def _spawn_case(name, method, seed, args) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--case", name, method, str(seed)]
     if args.quick:
         cmd.append("--quick")
+    if args.draws:
+        cmd += ["--draws", str(args.draws)]
     failed = {"model": name, "method": method, "seed": seed, "probabilities": None, "se": None,
               "reliable": None, "log_z": None, "warnings": [], "quick": args.quick}
     return run_case_process(cmd, args.timeout, RESULT_PREFIX, failed)
@@ -523,7 +555,8 @@ def _spawn_case(name, method, seed, args) -> dict:
 
 def run_suite(args, models, methods):
     out = Path(args.out)
-    settings = {"quick": args.quick, "draws": QUICK_DRAWS if args.quick else "defaults (smc 2000)",
+    settings = {"quick": args.quick,
+                "draws": QUICK_DRAWS if args.quick else (args.draws or "defaults (smc 2000)"),
                 "smc_chains": 2, "timeout": args.timeout}
     if args.resume and out.exists():
         data = json.loads(out.read_text())
@@ -583,8 +616,9 @@ def report(data) -> None:
     models = [m for m in MODELS if any(r["model"] == m for r in runs)]
     methods = [m for m in METHODS if any(r["method"] == m for r in runs)]
     print(f"| model | method | runs | failed | within {TOLERANCE} | largest error | median se "
-          "| posterior reliable | off > 0.05 unflagged | evidence reliable | median s | x SMC |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| posterior reliable | off > 0.05 unflagged | evidence reliable | median s | x SMC "
+          "| x SMC without nutpie's compile |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for model in models:
         smc_times = [r["seconds"] for r in runs if r["model"] == model and r["method"] == "smc"
                      and r["probabilities"] is not None and r["seconds"] is not None]
@@ -604,11 +638,28 @@ def report(data) -> None:
             within = (sum(e <= TOLERANCE for e in errors) / len(errors)) if errors else None
             med_t = float(np.median(times)) if times else None
             ratio = med_t / smc_median if med_t is not None and smc_median else None
+            bare = [r["seconds"] - r["nutpie_compile_seconds"] for r in ok
+                    if r.get("nutpie_compile_seconds") and r["seconds"] is not None]
+            bare_ratio = float(np.median(bare)) / smc_median if bare and smc_median else None
             print(f"| {model} | {method} | {len(rows)} | {len(rows) - len(ok)} | {_fmt(within, '.2f')} "
                   f"| {_fmt(max(errors) if errors else None)} | {_fmt(float(np.median(ses)) if ses else None)} "
                   f"| {_fmt(sum(post) / len(post) if post else None, '.2f')} | {_fmt(unflagged, 'd')} "
                   f"| {_fmt(sum(flags) / len(flags) if flags else None, '.2f')} | {_fmt(med_t, '.1f')} "
-                  f"| {_fmt(ratio, '.2f')} |")
+                  f"| {_fmt(ratio, '.2f')} | {_fmt(bare_ratio, '.2f')} |")
+    print("\n| model | method | runs | mode | mean over seeds | se of the mean | truth | z |")
+    print("|---|---|---|---|---|---|---|---|")
+    for model in models:
+        truth = data["truths"][model]
+        for method in methods:
+            probs = np.array([r["probabilities"] for r in runs if r["model"] == model
+                              and r["method"] == method and r["probabilities"] is not None])
+            if len(probs) < 2:
+                continue
+            mean, se = probs.mean(0), probs.std(0, ddof=1) / np.sqrt(len(probs))
+            k = int(np.argmax(np.abs(mean - truth["probabilities"]) / np.maximum(se, 1e-12)))
+            z = (mean[k] - truth["probabilities"][k]) / se[k] if se[k] > 0 else float("nan")
+            print(f"| {model} | {method} | {len(probs)} | {truth['modes'][k]} | {mean[k]:.4f} "
+                  f"| {se[k]:.4f} | {truth['probabilities'][k]:.4f} | {_fmt(float(z), '.2f')} |")
     truths = data.get("truths", {})
     print("\nTruths: " + "; ".join(
         f"{m}: " + ", ".join(f"{v:.3f}" for v in t["probabilities"][:6]) + (", ..." if len(t["probabilities"]) > 6 else "")
@@ -625,6 +676,8 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true",
                         help=f"plumbing run: 1 seed, the 3 cheapest models, {QUICK_DRAWS} draws per method")
     parser.add_argument("--resume", action="store_true", help="skip the cases already in --out")
+    parser.add_argument("--draws", type=int, default=None,
+                        help="draws per chain for ct, gibbs_ct, pe and nuts (default: theirs)")
     parser.add_argument("--report", action="store_true", help="only print the Markdown table from --out")
     parser.add_argument("--check", action="store_true", help="print the models' exact probabilities and exit")
     parser.add_argument("--case", nargs=3, metavar=("MODEL", "METHOD", "SEED"), help=argparse.SUPPRESS)
@@ -632,7 +685,7 @@ def main(argv=None):
 
     if args.case:
         name, method, seed = args.case
-        row = run_case(name, method, int(seed), quick=args.quick)
+        row = run_case(name, method, int(seed), quick=args.quick, draws=args.draws)
         print(RESULT_PREFIX + json.dumps(row), flush=True)
         return
 

@@ -381,7 +381,8 @@ def resample(idata: DataTree, draws: int | None = None, random_seed=None) -> Dat
         One chain of resampled draws in ``posterior`` (plus the model's observed and constant
         data), for ``az.summary``, ``az.plot_dist`` and the like. Resampled draws repeat: the
         number of distinct ones is about ``weighted_summary(...)["ess_weights"]``, and MCMC
-        diagnostics such as R-hat do not apply to them.
+        diagnostics such as R-hat do not apply to them. Its attrs carry the source's
+        ``posterior_reliable`` and ``posterior_problems`` (:func:`posterior_check`).
     """
     _require(idata, "posterior")
     lw = _log_weight(idata)
@@ -422,6 +423,9 @@ def resample(idata: DataTree, draws: int | None = None, random_seed=None) -> Dat
             groups[f"/{name}"] = idata[name].to_dataset()
     tree = DataTree.from_dict(groups)
     tree.attrs = {"method": f"resampled {idata.attrs.get('method', '')}".strip()}
+    for key in ("posterior_reliable", "posterior_problems"):  # the source's verdict on them
+        if key in idata.attrs:
+            tree.attrs[key] = idata.attrs[key]
     return tree
 
 

@@ -29,8 +29,10 @@ region's weighted mean and covariance) with weight ``T_SHARE``, and Gaussian ker
 ridge (the branch of a hyperbola) that the t alone misses. A region whose importance weights
 have a Pareto k-hat (arviz-stats' PSIS) above ``KHAT_LIMIT`` (unless every weight is within
 ``BOUNDED_RATIO`` of their mean, where the fit is ill-conditioned and shown at the limit) makes
-every probability fall back to the draws' shares. The masses are not compared with those
-shares: the shares are what is wrong when the chains have moved between modes too rarely.
+every probability fall back to the draws' shares, after one more try with ``RETRY_GROWTH``
+times the proposal draws (a k-hat from 2,000 draws near the limit is noisy). The masses are
+not compared with those shares: the shares are what is wrong when the chains have moved
+between modes too rarely.
 
 Why by hand: PyMC, ArviZ and SciPy give the pieces (the t, PSIS, kernel densities for one
 bandwidth) but no stratified estimator of mode masses from MCMC draws.
@@ -54,6 +56,7 @@ __all__ = ["Strata", "stratify", "stratify_by_modes", "assign_optima", "connecte
 HOT = 0.9  # inverse temperature above which a draw counts as near the target
 MIN_CROSSINGS = 5  # moves between two optima near the target that join them into one region
 N_PROPOSAL = 2000  # proposal draws per region
+RETRY_GROWTH = 4  # proposal draws of a region's second try, in units of N_PROPOSAL
 N_KERNELS = 1000  # kernels of the proposal's kernel part (fewer where the region has fewer draws)
 T_SHARE = 0.2  # weight of the proposal's t part
 T_DOF = 5
@@ -260,7 +263,10 @@ def stratify(
         best = int(np.flatnonzero(roots == r)[np.argmax(np.asarray(log_mass)[roots == r])])
         wr = w[inside] / w[inside].sum() if inside.any() and w[inside].sum() > 0 else w[inside]
         proposal = _Proposal(x[inside], wr, (points[best], variances[best]), rng)
-        masses.append(_region_mass(target, proposal, region_of, r, n_proposal))
+        mass = _region_mass(target, proposal, region_of, r, n_proposal)
+        if not mass[2] <= KHAT_LIMIT:  # k-hat is noisy: once more with RETRY_GROWTH times the draws
+            mass = _region_mass(target, proposal, region_of, r, RETRY_GROWTH * n_proposal)
+        masses.append(mass)
     log_z, rel_se, khat = (np.array(v) for v in zip(*masses, strict=True))
     return _combine(region, roots, lw, draws_p, draws_se, log_z, rel_se, khat)
 
