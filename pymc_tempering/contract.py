@@ -131,6 +131,14 @@ def reproducible(method):
     return wrapper
 
 
+BLACKJAX_REFUSAL = (
+    "nuts_sampler='blackjax' fails inside pm.sample with PyMC 6.4 and BlackJAX 1.7.1, the newest "
+    "releases (\"kernel() got an unexpected keyword argument 'progress_bar'\": PyMC calls "
+    "BlackJAX's window adaptation with an argument it no longer takes). Use nuts_sampler="
+    "'nutpie' (the default), 'numpyro' or 'pymc'."
+)
+
+
 def pm_sample_kwargs(nuts_sampler: str | None, sample_kwargs: dict) -> dict:
     """The ``pm.sample`` kwargs every method that samples an extended model passes.
 
@@ -139,11 +147,31 @@ def pm_sample_kwargs(nuts_sampler: str | None, sample_kwargs: dict) -> dict:
       such names by default (``include_transformed`` for PyMC's and nutpie's,
       ``keep_untransformed`` for the JAX samplers), and the weights need them.
     - ``nuts``, when given, is copied: ``pm.sample`` writes ``target_accept`` into it.
+    - ``nuts_sampler_kwargs`` (PyMC's deprecated spelling) is merged into ``nuts``, with PyMC's
+      ``FutureWarning``: the methods pass ``nuts`` themselves, and ``pm.sample`` refuses both.
+    - ``nuts_sampler="blackjax"`` is refused (:data:`BLACKJAX_REFUSAL`): it fails upstream.
     - ``blas_cores``, unless given: PyMC raises BLAS to ``cores`` threads around an external
       sampler, which would undo :func:`reproducible`, so it is left alone there (``None``);
       PyMC's own sampler keeps ``"auto"``, which gives each parallel chain one thread.
     """
     kwargs = dict(sample_kwargs)
+    if nuts_sampler == "blackjax":
+        raise ValueError(BLACKJAX_REFUSAL)
+    if kwargs.get("nuts_sampler_kwargs") is not None:
+        # PyMC's deprecated spelling: merged into nuts={...}, with PyMC's own warning, since the
+        # methods pass nuts= themselves and pm.sample refuses both at once
+        legacy = kwargs.pop("nuts_sampler_kwargs")
+        warnings.warn(
+            "`nuts_sampler_kwargs` is deprecated. Pass NUTS keyword arguments via the "
+            "`nuts={...}` argument to `pm.sample`.",
+            FutureWarning,
+            stacklevel=3,
+        )
+        both = sorted(set(legacy) & set(kwargs.get("nuts") or {}))
+        if both:
+            raise ValueError(f"{both} given both in nuts_sampler_kwargs and in nuts={{...}}.")
+        kwargs["nuts"] = {**legacy, **(kwargs.get("nuts") or {})}
+    kwargs.pop("nuts_sampler_kwargs", None)
     if "var_names" in kwargs:
         raise ValueError(
             "var_names is not taken: the method stores the variables its weights need and "

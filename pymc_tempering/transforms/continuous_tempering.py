@@ -245,8 +245,9 @@ def sample_ct(
         extensions are bounded by ``max_extensions`` only. With a budget the result depends on
         the machine's speed (how many extensions fit), so the same seed can give another result
         on another machine.
-    nuts_sampler : {"pymc", "nutpie", "numpyro", "blackjax"}, optional
-        Passed to :func:`pymc.sample`; ``None`` lets PyMC choose.
+    nuts_sampler : {"pymc", "nutpie", "numpyro"}, optional
+        Passed to :func:`pymc.sample`; ``None`` lets PyMC choose. ``"blackjax"`` is refused: it
+        fails inside ``pm.sample`` with PyMC 6.4 and BlackJAX 1.7.1.
     random_seed : int or numpy.random.Generator, optional
         Seeds the base fit, the ``log_zeta`` estimate and the samplers: the same seed gives the
         same result.

@@ -366,8 +366,9 @@ def sample_pe(
     tempering : {"auto", "likelihood", "posterior"}
         What the tempered proposal tempers; see :func:`pseudo_extended_model`. The default
         tempers the likelihood where the model has one and proper priors.
-    nuts_sampler : {"pymc", "nutpie", "numpyro", "blackjax"}, optional
-        Passed to :func:`pymc.sample`; ``None`` lets PyMC choose.
+    nuts_sampler : {"pymc", "nutpie", "numpyro"}, optional
+        Passed to :func:`pymc.sample`; ``None`` lets PyMC choose. ``"blackjax"`` is refused: it
+        fails inside ``pm.sample`` with PyMC 6.4 and BlackJAX 1.7.1.
     **sample_kwargs
         Passed to :func:`pymc.sample`. ``target_accept`` defaults to 0.9 here: the
         pseudo-samples swap between target-like (``beta`` near 1) and diffuse (``beta`` near

@@ -346,20 +346,32 @@ def test_runs_under_numpyro(small_base):
     _run_backend(small_base, "numpyro")
 
 
-@pytest.mark.xfail(
-    raises=TypeError,
-    strict=True,
-    reason="PyMC 6.4 passes progress_bar to blackjax 1.7.1's kernel (DESIGN.md, upstream)",
-)
-def test_runs_under_blackjax(small_base):
-    pytest.importorskip("blackjax")
-    try:
-        # one chain: with more chains than JAX devices, blackjax's pmap fails first
-        _run_backend(small_base, "blackjax", chains=1)
-    except TypeError as err:
-        if "unexpected keyword argument 'progress_bar'" in str(err):
-            raise  # the known upstream failure: an expected failure
-        pytest.fail(f"blackjax failed with another error than the known one: {err}")
+def test_numpyro_takes_pymcs_deprecated_keyword(small_base):
+    """``nuts_sampler_kwargs``, which PyMC 6.4 still accepts alone, is merged into the ``nuts``
+    that the method passes (pm.sample refuses both), with PyMC's FutureWarning."""
+    pytest.importorskip("numpyro")
+    model, base = small_base
+    with pytest.warns(FutureWarning, match="nuts_sampler_kwargs` is deprecated"):
+        idata = pmt.sample_ct(
+            100, tune=100, chains=2, model=model, base=base, nuts_sampler="numpyro",
+            nuts_sampler_kwargs={"chain_method": "vectorized"}, bootstrap=0,
+            random_seed=seed(0), progressbar=False,
+        )
+    assert np.isfinite(pmt.log_marginal_likelihood(idata).estimate)
+    with pytest.raises(ValueError, match="both in nuts_sampler_kwargs and in nuts"):
+        pmt.sample_ct(model=model, nuts_sampler="numpyro", nuts_sampler_kwargs={"a": 1},
+                      nuts={"a": 2}, progressbar=False)
+
+
+def test_blackjax_is_refused_before_the_fit(small_base):
+    """PyMC 6.4 with BlackJAX 1.7.1 (the newest releases) fails inside pm.sample; the methods
+    refuse it at once, naming the upstream problem. When a release mends it, the check in
+    ``contract.pm_sample_kwargs`` should go, and ``pm.sample`` shows whether it has."""
+    model, _ = small_base
+    with pytest.raises(ValueError, match="blackjax.*progress_bar.*nutpie"):
+        pmt.sample_ct(model=model, nuts_sampler="blackjax", progressbar=False)
+    with pytest.raises(ValueError, match="blackjax"):
+        pmt.sample_gibbs_ct(model=model, nuts_sampler="blackjax", progressbar=False)
 
 
 def _one_mode_run(max_extensions, random_seed):
