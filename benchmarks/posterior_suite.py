@@ -571,8 +571,8 @@ def run_suite(args, models, methods):
         data["truths"][name] = {"modes": list(MODELS[name].modes), "probabilities": [float(v) for v in p],
                                 "log_z": log_z}
     done = {(r["model"], r["method"], r["seed"]) for r in data["runs"]}
-    cases = [(name, method, seed) for seed in range(args.seeds) for name in models for method in methods
-             if (name, method, seed) not in done]
+    cases = [(name, method, seed) for seed in range(args.first_seed, args.first_seed + args.seeds)
+             for name in models for method in methods if (name, method, seed) not in done]
     print(f"{len(cases)} cases to run ({len(done)} already in {out})", flush=True)
     for i, (name, method, seed) in enumerate(cases, 1):
         row = _spawn_case(name, method, seed, args)
@@ -666,9 +666,40 @@ def report(data) -> None:
         for m, t in truths.items()))
 
 
+def plot(data, path) -> None:
+    """Each run's largest mode-probability error, per model and method, on a log scale, with the
+    0.03 goal: one row per model, one colour per method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [r for r in data["runs"] if r.get("max_error") is not None]
+    models = [m for m in MODELS if any(r["model"] == m for r in runs)]
+    methods = [m for m in METHODS if any(r["method"] == m for r in runs)]
+    fig, ax = plt.subplots(figsize=(7.5, 0.42 * len(models) + 1.2))
+    for j, method in enumerate(methods):
+        for i, model in enumerate(models):
+            errs = [max(r["max_error"], 1e-4) for r in runs if r["model"] == model and r["method"] == method]
+            y = i + (j - (len(methods) - 1) / 2) * 0.22
+            ax.scatter(errs, np.full(len(errs), y), s=14, color=f"C{j}", alpha=0.7,
+                       label=method if i == 0 else None)
+    ax.axvline(TOLERANCE, color="k", lw=0.8, ls="--")
+    ax.set_xscale("log")
+    ax.set_yticks(range(len(models)), models)
+    ax.invert_yaxis()
+    ax.set_xlabel("largest error of a mode probability in a run")
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(methods), fontsize=8,
+              frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default 10; 1 with --quick)")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="start the seeds here (two processes can share a suite)")
     parser.add_argument("--models", default=None, help=f"comma-separated, of: {','.join(MODELS)}")
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated, of: " + ",".join(METHODS))
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="results JSON")
@@ -680,6 +711,7 @@ def main(argv=None):
                         help="draws per chain for ct, gibbs_ct, pe and nuts (default: theirs)")
     parser.add_argument("--report", action="store_true", help="only print the Markdown table from --out")
     parser.add_argument("--check", action="store_true", help="print the models' exact probabilities and exit")
+    parser.add_argument("--figure", default="", help="with --report: write the errors' figure here")
     parser.add_argument("--case", nargs=3, metavar=("MODEL", "METHOD", "SEED"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -698,7 +730,10 @@ def main(argv=None):
         check_models(models)
         return
     if args.report:
-        report(json.loads(Path(args.out).read_text()))
+        data = json.loads(Path(args.out).read_text())
+        report(data)
+        if args.figure:
+            plot(data, args.figure)
         return
     if args.seeds is None:
         args.seeds = 1 if args.quick else 10

@@ -11,7 +11,7 @@ import pytensor.tensor as pt
 from scipy import stats
 from scipy.special import logsumexp
 
-from pymc_tempering.estimators import weighted_mean
+import pymc_tempering as pmt
 
 PRIOR_SD, MODE_SD = 5.0, 0.3
 MEANS = np.array([[2.5, 2.5], [-2.5, 2.5], [-2.5, -2.5], [2.5, -2.5]])
@@ -42,7 +42,9 @@ def mode_of(x: np.ndarray) -> np.ndarray:
 
 
 def mode_masses(idata) -> np.ndarray:
-    """Weighted posterior mass of each mode and its MCSE, shape ``(4, 2)``."""
+    """Weighted posterior mass of each mode and its MCSE, shape ``(4, 2)``
+    (:func:`pymc_tempering.weighted_expectation`: stratified by the modes where the result is)."""
     x = idata["posterior"]["x"].transpose("chain", "draw", ...).values
-    lw = idata["sample_stats"]["log_weight"].transpose("chain", "draw").values
-    return np.array([weighted_mean((mode_of(x) == k).astype(float), lw) for k in range(len(MEANS))])
+    return np.array(
+        [pmt.weighted_expectation(idata, mode_of(x) == k) for k in range(len(MEANS))], dtype=float
+    )
