@@ -646,24 +646,39 @@ def report(data) -> None:
                   f"| {_fmt(sum(post) / len(post) if post else None, '.2f')} | {_fmt(unflagged, 'd')} "
                   f"| {_fmt(sum(flags) / len(flags) if flags else None, '.2f')} | {_fmt(med_t, '.1f')} "
                   f"| {_fmt(ratio, '.2f')} | {_fmt(bare_ratio, '.2f')} |")
-    print("\n| model | method | runs | mode | mean over seeds | se of the mean | truth | z |")
+    _bias_table(data["truths"], runs, models, methods, data["settings"].get("draws"))
+    long = data.get("long_runs")
+    if long:  # a second suite with more draws, merged in (see the module docstring)
+        _bias_table(long["truths"], long["runs"], [m for m in MODELS if m in long["truths"]],
+                    methods, long["settings"].get("draws"))
+    truths = data.get("truths", {})
+    print("\nTruths: " + "; ".join(
+        f"{m}: " + ", ".join(f"{v:.3f}" for v in t["probabilities"][:6]) + (", ..." if len(t["probabilities"]) > 6 else "")
+        for m, t in truths.items()))
+
+
+def _bias_table(truths, runs, models, methods, draws) -> None:
+    """Per model and method: the mode whose seed-averaged probability is most standard errors
+    (of that average, from the spread over seeds, and of the truth where it is by Monte Carlo)
+    from the truth."""
+    print(f"\nDraws per chain: {draws}\n")
+    print("| model | method | runs | mode | mean over seeds | se of the mean | truth | z |")
     print("|---|---|---|---|---|---|---|---|")
     for model in models:
-        truth = data["truths"][model]
+        truth = truths[model]
         for method in methods:
             probs = np.array([r["probabilities"] for r in runs if r["model"] == model
                               and r["method"] == method and r["probabilities"] is not None])
             if len(probs) < 2:
                 continue
             mean, se = probs.mean(0), probs.std(0, ddof=1) / np.sqrt(len(probs))
+            p_true = np.array(truth["probabilities"])
+            if model.startswith(("mixture_", "kou_")):  # truths by Monte Carlo (N_EXACT_MC draws)
+                se = np.hypot(se, np.sqrt(p_true * (1 - p_true) / N_EXACT_MC))
             k = int(np.argmax(np.abs(mean - truth["probabilities"]) / np.maximum(se, 1e-12)))
             z = (mean[k] - truth["probabilities"][k]) / se[k] if se[k] > 0 else float("nan")
             print(f"| {model} | {method} | {len(probs)} | {truth['modes'][k]} | {mean[k]:.4f} "
                   f"| {se[k]:.4f} | {truth['probabilities'][k]:.4f} | {_fmt(float(z), '.2f')} |")
-    truths = data.get("truths", {})
-    print("\nTruths: " + "; ".join(
-        f"{m}: " + ", ".join(f"{v:.3f}" for v in t["probabilities"][:6]) + (", ..." if len(t["probabilities"]) > 6 else "")
-        for m, t in truths.items()))
 
 
 def plot(data, path) -> None:

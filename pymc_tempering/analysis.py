@@ -90,6 +90,10 @@ MIN_ESS_PER_CHAIN = 100
 #: Largest standard error of a mode's probability in a reliable posterior: an error of 0.05 is
 #: then 2.5 standard errors.
 MAX_MODE_SE = 0.02
+#: The checks of :func:`~pymc_tempering.diagnose` that bear on the draws as well as on the
+#: evidence: mass the draws never reached (a missed optimum, an incomplete mode search, a
+#: funnel's neck) or could not reach (divergences).
+POSTERIOR_CHECKS = ("missed_mode_mass", "unseen_optima", "funnel_mass", "divergences")
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,9 @@ def posterior_check(idata: DataTree) -> PosteriorCheck:
       a mode's mass that cannot be trusted (the probabilities then come from the draws alone),
       or a mode with mass and no draws;
     - a mode probability with a standard error above :data:`MAX_MODE_SE`;
+    - a failed check of :func:`~pymc_tempering.diagnose` that bears on the draws
+      (:data:`POSTERIOR_CHECKS`: a missed optimum, an incomplete mode search, a funnel's neck,
+      divergences);
     - a posterior entry whose weighted mean is worth fewer than :data:`MIN_ESS_PER_CHAIN`
       independent draws per chain (``ess_mean`` of :func:`weighted_summary`, which for a
       stratified result counts the modes' probabilities as known to their standard errors).
@@ -148,6 +155,14 @@ def posterior_check(idata: DataTree) -> PosteriorCheck:
                 f"{MAX_MODE_SE}; from the {table.attrs['method']}): longer runs (draws) make "
                 "more moves between the modes"
             )
+    checks = diagnose(idata).checks
+    failed = [] if checks.empty else [c for c in POSTERIOR_CHECKS
+                                       if c in checks.index and not checks.loc[c, "ok"]]
+    if failed:
+        problems.append(
+            f"pmt.diagnose found mass the draws did not reach ({', '.join(failed)}): the "
+            "summaries lack it"
+        )
     chains = idata["posterior"].sizes["chain"]
     ess = weighted_summary(idata)["ess_mean"]
     low = ess[ess < MIN_ESS_PER_CHAIN * chains]
