@@ -46,6 +46,8 @@ from typing import NamedTuple
 import numpy as np
 from arviz_stats.base.array import array_stats
 from scipy import stats
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
 from scipy.special import logsumexp
 
 from pymc_tempering.estimators import kish_ess, weighted_mean
@@ -59,6 +61,7 @@ N_PROPOSAL = 2000  # proposal draws per region
 RETRY_GROWTH = 4  # proposal draws of a region's second try, in units of N_PROPOSAL
 N_KERNELS = 1000  # kernels of the proposal's kernel part (fewer where the region has fewer draws)
 T_SHARE = 0.2  # weight of the proposal's t part
+CHUNK = 4_000_000  # numbers held at once when the kernels are evaluated (32 MB)
 T_DOF = 5
 KHAT_LIMIT = 0.7  # Pareto k-hat above which importance sampling is not trusted (PSIS)
 # Weights that all lie within this factor of their mean have no heavy tail whatever the Pareto
@@ -125,26 +128,13 @@ def connected_regions(labels, hot, n_optima: int, min_crossings: int = MIN_CROSS
 
     ``labels`` and ``hot`` are ``(chain, draw)`` arrays (optimum index, near the target).
     """
-    parent = list(range(n_optima))
-
-    def find(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
     both = hot[:, 1:] & hot[:, :-1]
     moves = Counter(zip(labels[:, :-1][both].tolist(), labels[:, 1:][both].tolist()))
-    pairs = Counter()
+    counts = np.zeros((n_optima, n_optima))
     for (i, j), count in moves.items():
-        if i != j:
-            pairs[min(i, j), max(i, j)] += count
-    for (i, j), count in pairs.items():
-        if count >= min_crossings:
-            parent[find(i)] = find(j)
-    roots = [find(i) for i in range(n_optima)]
-    order = {root: n for n, root in enumerate(dict.fromkeys(roots))}
-    return np.array([order[root] for root in roots])
+        counts[i, j] += count
+    joined = (counts + counts.T >= min_crossings) & ~np.eye(n_optima, dtype=bool)
+    return connected_components(csr_matrix(joined), directed=False)[1]
 
 
 class _Proposal:
@@ -163,7 +153,7 @@ class _Proposal:
             cov = np.diag(laplace[1])
         self.t = stats.multivariate_t(loc=mean, shape=cov, df=T_DOF, seed=rng)
         self.ndim, self.rng = ndim, rng
-        n_k = min(N_KERNELS, x.shape[0]) if x.shape[0] >= ndim + 2 else 0
+        n_k = min(N_KERNELS, x.shape[0]) if enough else 0
         self.centres = x[rng.choice(x.shape[0], size=n_k, p=w)] if n_k else x[:0]
         h = (4 / (ndim + 2)) ** (2 / (ndim + 4)) * max(n_k, 1) ** (-2 / (ndim + 4))
         self.chol = np.linalg.cholesky(h * cov)
@@ -183,10 +173,11 @@ class _Proposal:
             return log_t
         log_det = np.sum(np.log(np.diag(self.chol))) + 0.5 * self.ndim * np.log(2 * np.pi)
         log_k = np.empty((len(z), len(self.centres)))
-        for start in range(0, len(z), 256):  # bounded memory: (256, kernels, ndim) at a time
-            diff = z[start : start + 256, None, :] - self.centres[None]
+        rows = max(1, CHUNK // (len(self.centres) * self.ndim))  # bounded memory
+        for start in range(0, len(z), rows):
+            diff = z[start : start + rows, None, :] - self.centres[None]
             sol = np.linalg.solve(self.chol, diff.reshape(-1, self.ndim).T).T
-            log_k[start : start + 256] = -0.5 * np.sum(sol.reshape(diff.shape) ** 2, -1) - log_det
+            log_k[start : start + rows] = -0.5 * np.sum(sol.reshape(diff.shape) ** 2, -1) - log_det
         log_kernels = logsumexp(log_k, axis=1) - np.log(len(self.centres))
         return np.logaddexp(log_t + np.log(self.t_share), log_kernels + np.log1p(-self.t_share))
 
