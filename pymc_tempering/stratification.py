@@ -2,8 +2,8 @@
 the draws.
 
 A tempering run moves between well-separated modes only through excursions towards the base,
-so the share of its draws in each mode rests on a few dozen such crossings and is off by 0.05
-to 0.15 at the defaults. The mass of each mode, though, can be estimated without any
+so the share of its draws in each mode rests on a few dozen such crossings per chain and is
+noisy at the defaults. The mass of each mode, though, can be estimated without any
 crossing: the run's own draws in that mode show its shape, a proposal fitted to them is drawn
 from exactly, and ``Z_r = E_g[p(x) 1{x in r} / g(x)]`` is the mode's mass with an independent
 standard error. The draws' weights are then rescaled so that each mode holds ``Z_r / sum Z``
@@ -19,7 +19,9 @@ weighted by its Laplace mass) explains it best; optima between which the chains 
 since the target itself connects them (the optima along a thin shell). The regions partition
 the space, so the estimator is consistent whatever they are; they decide only its variance.
 Where modes overlap, the crossings join them and the region's probability comes from the draws
-as before; where the search found one optimum there is nothing to stratify.
+as before; where the search found one optimum there is nothing to stratify. An optimum that no
+draw came near is its own region, importance-sampled from its Laplace Gaussian: its mass is
+reported, and the draws cannot describe it.
 
 Proposals
 ---------
