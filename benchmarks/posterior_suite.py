@@ -86,6 +86,7 @@ Usage::
     .venv/bin/python benchmarks/posterior_suite.py --models quickstart,mixture_2d \\
         --methods ct,smc --seeds 3 --resume
     .venv/bin/python benchmarks/posterior_suite.py --report      # Markdown table from --out
+    .venv/bin/python benchmarks/posterior_suite.py --merge a.json b.json long.json --out all.json
     .venv/bin/python benchmarks/posterior_suite.py --quick --methods ct,smc   # plumbing: 1 seed,
                                                    # the 3 cheapest models, 300 draws per method
     .venv/bin/python benchmarks/posterior_suite.py --models quickstart,mixture_2d,label_switching \
@@ -647,10 +648,10 @@ def report(data) -> None:
                   f"| {_fmt(sum(flags) / len(flags) if flags else None, '.2f')} | {_fmt(med_t, '.1f')} "
                   f"| {_fmt(ratio, '.2f')} | {_fmt(bare_ratio, '.2f')} |")
     _bias_table(data["truths"], runs, models, methods, data["settings"].get("draws"))
-    long = data.get("long_runs")
-    if long:  # a second suite with more draws, merged in (see the module docstring)
+    for long in data.get("long_runs", []):  # suites with more draws, merged in (--merge)
+        long_methods = [m for m in METHODS if any(r["method"] == m for r in long["runs"])]
         _bias_table(long["truths"], long["runs"], [m for m in MODELS if m in long["truths"]],
-                    methods, long["settings"].get("draws"))
+                    long_methods, long["settings"].get("draws"))
     truths = data.get("truths", {})
     print("\nTruths: " + "; ".join(
         f"{m}: " + ", ".join(f"{v:.3f}" for v in t["probabilities"][:6]) + (", ..." if len(t["probabilities"]) > 6 else "")
@@ -679,6 +680,34 @@ def _bias_table(truths, runs, models, methods, draws) -> None:
             z = (mean[k] - truth["probabilities"][k]) / se[k] if se[k] > 0 else float("nan")
             print(f"| {model} | {method} | {len(probs)} | {truth['modes'][k]} | {mean[k]:.4f} "
                   f"| {se[k]:.4f} | {truth['probabilities'][k]:.4f} | {_fmt(float(z), '.2f')} |")
+
+
+def merge_suites(paths) -> dict:
+    """One results file from suites run apart (other models, methods or seeds): the runs at the
+    defaults pooled (their settings must agree), each suite with ``--draws`` kept whole in
+    ``long_runs``."""
+    merged, long_runs = None, {}
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        if isinstance(data["settings"].get("draws"), int):
+            key = str(data["settings"]["draws"])
+            if key in long_runs:
+                long_runs[key]["runs"] += data["runs"]
+                long_runs[key]["truths"].update(data["truths"])
+            else:
+                long_runs[key] = {k: data[k] for k in ("settings", "truths", "runs")}
+            continue
+        if merged is None:
+            merged = {**data, "runs": list(data["runs"]), "truths": dict(data["truths"])}
+        elif data["settings"] != merged["settings"]:
+            raise SystemExit(f"{path} has settings {data['settings']}, not {merged['settings']}.")
+        else:
+            merged["runs"] += data["runs"]
+            merged["truths"].update(data["truths"])
+    if merged is None:
+        raise SystemExit("no suite at the defaults among the files to merge.")
+    merged["long_runs"] = list(long_runs.values())
+    return merged
 
 
 def plot(data, path) -> None:
@@ -727,6 +756,9 @@ def main(argv=None):
     parser.add_argument("--report", action="store_true", help="only print the Markdown table from --out")
     parser.add_argument("--check", action="store_true", help="print the models' exact probabilities and exit")
     parser.add_argument("--figure", default="", help="with --report: write the errors' figure here")
+    parser.add_argument("--merge", nargs="+", metavar="JSON",
+                        help="merge suites run apart into --out: those at the defaults pooled, "
+                             "those with --draws kept as long_runs")
     parser.add_argument("--case", nargs=3, metavar=("MODEL", "METHOD", "SEED"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -743,6 +775,9 @@ def main(argv=None):
         parser.error(f"unknown model(s)/method(s): {unknown}")
     if args.check:
         check_models(models)
+        return
+    if args.merge:
+        write_json(Path(args.out), merge_suites(args.merge))
         return
     if args.report:
         data = json.loads(Path(args.out).read_text())
