@@ -266,9 +266,10 @@ def sample_ct(
         ``sample_stats.log_base_weight`` is ``log p(beta = 0 | x)`` (eq. 22) and
         ``sample_stats.log_marginal_likelihood`` the per-chain estimate of eq. (20); the ``base``
         group holds the final base's mean and variances, the ``bootstrap`` group each round's
-        ``log_zeta``, estimate and standard error; root attrs hold the pooled
-        ``log_marginal_likelihood``, its ``log_marginal_likelihood_se``, ``log_zeta`` and
-        ``method = "continuous_tempering"``.
+        ``log_zeta``, estimate and standard error; the ``mode_probabilities`` group, when the
+        weights were stratified, each mode's probability; root attrs hold the pooled
+        ``log_marginal_likelihood``, its ``log_marginal_likelihood_se``, ``log_zeta``,
+        ``posterior_reliable`` and ``method = "continuous_tempering"``.
 
     Notes
     -----
