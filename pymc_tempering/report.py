@@ -3,8 +3,9 @@
 A sampler ends by handing its result here: :func:`warn_problems` (each problem that
 :func:`~pymc_tempering.diagnose` finds), :func:`judge_posterior` (the posterior's verdict,
 :func:`~pymc_tempering.posterior_check`, stored in the result and warned), and, for drivers
-whose draws are unweighted Markov chains, :func:`warn_convergence` (PyMC's own R-hat and ESS checks) and :func:`warn_missed_modes` (optima
-of a mode search that the draws never came near). This module reads results, so it sits above
+whose draws are unweighted Markov chains, :func:`warn_convergence` (PyMC's own R-hat and ESS
+checks) and :func:`warn_missed_modes` (optima of a mode search that the draws never came near).
+This module reads results, so it sits above
 :mod:`~pymc_tempering.analysis` and :mod:`~pymc_tempering.diagnostics` and below the methods.
 """
 
