@@ -39,7 +39,16 @@ __all__ = [
     "log_marginal_likelihood_pe",
     "beyond_edge",
     "log_abs_expm1",
+    "importance_khat",
+    "KHAT_LIMIT",
 ]
+
+#: Pareto k-hat above which importance sampling is not trusted (the PSIS rule).
+KHAT_LIMIT = 0.7
+# Weights that all lie within this factor of their mean have no heavy tail whatever the Pareto
+# fit says: near such a bound the fit is ill-conditioned (k-hat from -1.7 to 1.5 between two
+# samples of the same nearly constant weights).
+BOUNDED_RATIO = 20.0
 
 
 def log_abs_expm1(x: np.ndarray) -> np.ndarray:
@@ -277,6 +286,26 @@ def unseen_share(hits) -> float:
     per distinct end)."""
     hits = np.asarray(hits)
     return float(np.sum(hits == 1) / hits.sum())
+
+
+def importance_khat(log_weight) -> float:
+    """Pareto k-hat of importance weights given as logs, from arviz-stats' PSIS.
+
+    ``-inf`` entries (zero weights) are left out; NaN for a flat tail or fewer than 10 positive
+    weights. When every weight is within ``BOUNDED_RATIO`` times their mean the tail is bounded,
+    and the k-hat is reported at most at :data:`KHAT_LIMIT`.
+    """
+    lw = np.asarray(log_weight, dtype=float).ravel()
+    finite = lw[np.isfinite(lw)]
+    if finite.size < 10:
+        return float("nan")
+    try:
+        khat = float(array_stats.psislw(-finite)[1])  # psislw smooths exp(-input): pass -log w
+    except ValueError:  # a flat tail: nothing heavy there
+        return float("nan")
+    if np.exp(finite.max() - (logsumexp(finite) - np.log(lw.size))) <= BOUNDED_RATIO:
+        khat = min(khat, KHAT_LIMIT)
+    return khat
 
 
 def kish_ess(log_weight) -> float:

@@ -29,8 +29,8 @@ Per region, a defensive mixture: a multivariate t (``T_DOF`` degrees of freedom,
 region's weighted mean and covariance) with weight ``T_SHARE``, and Gaussian kernels at
 ``N_KERNELS`` of the region's weighted draws with Silverman's bandwidth, which follow a curved
 ridge (the branch of a hyperbola) that the t alone misses. A region whose importance weights
-have a Pareto k-hat (arviz-stats' PSIS) above ``KHAT_LIMIT`` (unless every weight is within
-``BOUNDED_RATIO`` of their mean, where the fit is ill-conditioned and shown at the limit) makes
+have a Pareto k-hat above ``KHAT_LIMIT`` (:func:`~pymc_tempering.estimators.importance_khat`,
+which counts weights bounded near their mean as light-tailed) makes
 every probability fall back to the draws' shares, after one more try with ``RETRY_GROWTH``
 times the proposal draws (a k-hat from 2,000 draws near the limit is noisy). The masses are
 not compared with those shares: the shares are what is wrong when the chains have moved
@@ -46,13 +46,12 @@ from collections import Counter
 from typing import NamedTuple
 
 import numpy as np
-from arviz_stats.base.array import array_stats
 from scipy import stats
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.special import logsumexp
 
-from pymc_tempering.estimators import kish_ess, weighted_mean
+from pymc_tempering.estimators import KHAT_LIMIT, importance_khat, kish_ess, weighted_mean
 from pymc_tempering.target import Target
 
 __all__ = ["Strata", "stratify", "stratify_by_modes", "assign_optima", "connected_regions", "HOT"]
@@ -65,11 +64,6 @@ N_KERNELS = 1000  # kernels of the proposal's kernel part (fewer where the regio
 T_SHARE = 0.2  # weight of the proposal's t part
 CHUNK = 4_000_000  # numbers held at once when the kernels are evaluated (32 MB)
 T_DOF = 5
-KHAT_LIMIT = 0.7  # Pareto k-hat above which importance sampling is not trusted (PSIS)
-# Weights that all lie within this factor of their mean have no heavy tail whatever the Pareto
-# fit says: near such a bound the fit is ill-conditioned (k-hat from -1.7 to 1.5 between
-# proposal draws of the same region), as diagnose's check of bounded weights notes.
-BOUNDED_RATIO = 20.0
 
 
 class Strata(NamedTuple):
@@ -197,13 +191,7 @@ def _region_mass(target, proposal, region_of, r, n):
         return -np.inf, np.inf, np.inf
     log_z = logsumexp(log_ratio) - np.log(n)
     w = np.exp(log_ratio - log_z)
-    try:
-        khat = float(array_stats.psislw(-finite)[1])  # psislw smooths exp(-input): pass -log w
-    except ValueError:  # a flat tail: nothing heavy there
-        khat = float("nan")
-    if w.max() <= BOUNDED_RATIO:  # bounded near the mean (constant above)
-        khat = min(khat, KHAT_LIMIT) if np.isfinite(khat) else khat
-    return float(log_z), float(np.std(w, ddof=1) / np.sqrt(n)), khat
+    return float(log_z), float(np.std(w, ddof=1) / np.sqrt(n)), importance_khat(log_ratio)
 
 
 def stratify(

@@ -204,3 +204,18 @@ def test_log_mean_exp():
     assert_within_se(est, 0.125, se)  # E[w] = exp(sigma^2 / 2)
     est2, _ = log_mean_exp(np.log(w) - 1e4)  # no underflow
     assert est2 == pytest.approx(est - 1e4)
+
+
+def test_importance_khat_sees_heavy_tails_and_not_bounded_weights():
+    """Log-normal weights with sd 3 have a heavy tail (k-hat near 1 and above 0.7); weights all
+    within 20 times their mean are light-tailed whatever the Pareto fit says (it is
+    ill-conditioned there); too few positive weights give NaN."""
+    from pymc_tempering.estimators import KHAT_LIMIT, importance_khat
+
+    rng = np.random.default_rng(seed(40))
+    assert importance_khat(rng.normal(0.0, 3.0, 4000)) > KHAT_LIMIT
+    nearly_constant = rng.normal(0.0, 0.05, 4000)
+    assert importance_khat(nearly_constant) <= KHAT_LIMIT
+    with_zeros = np.where(rng.random(4000) < 0.5, -np.inf, nearly_constant)
+    assert importance_khat(with_zeros) <= KHAT_LIMIT
+    assert np.isnan(importance_khat(np.r_[np.zeros(5), np.full(100, -np.inf)]))
