@@ -3,7 +3,8 @@
 import numpy as np
 import pymc as pm
 import pytest
-from checks import seed
+from scipy import integrate, stats
+from checks import K, seed
 from conftest import model_fingerprint
 from targets import TWO_MODES_SEP as SEP
 from targets import conjugate_normal, four_mode_mixture, two_modes
@@ -88,25 +89,35 @@ def test_default_base_is_laplace_where_importance_sampling_confirms_it():
     assert abs(base.log_zeta) < 1e-4
 
 
-def test_default_base_falls_back_to_advi_on_a_shell():
+def test_default_base_on_a_shell_gives_the_shells_evidence():
     """A thin 3-D Gaussian shell (radius 2, width 0.1, off the centre of its box, as in the
-    evidence suite): a Gaussian at a point of the shell is no description of it, its
-    importance-sampling estimate is nats below its Laplace mass, and the base is the ADVI
-    mixture instead."""
+    evidence suite). A Gaussian at a point of the shell is no description of its shape, but its
+    Laplace mass, floored at the prior's width along the shell, is within half a nat of the
+    shell's, so the importance-sampling check accepts it at some seeds and sends the base to the
+    ADVI mixture at others. What holds at every seed is what the check is for: the base it
+    picks leads to the exact log Z: a Laplace mixture's log_zeta is within a nat of it, and the
+    run's evidence is within K standard errors of it or marked unreliable (a base passed in
+    gets a bootstrap round by default)."""
     centre = np.array([3.5, 0.0, 0.0])
     with pm.Model():
         x = pm.Uniform("x", -6.0, 6.0, shape=3)
         radius = pm.math.sqrt(pm.math.sum((x - centre) ** 2))
         pm.Potential("shell", pm.logp(pm.Normal.dist(2.0, 0.1), radius))
         base = pmt.fit_base(method="laplace", random_seed=seed(89), progressbar=False)
-        # a base passed in gets a bootstrap round by default, one fitted by sample_ct none
         idata = pmt.sample_ct(
-            200, tune=200, chains=2, max_extensions=0, base=base, random_seed=seed(89),
+            500, tune=500, chains=2, max_extensions=0, base=base, random_seed=seed(89),
             progressbar=False,
         )
-    assert base.method.startswith("mixture of")
-    assert all(c.method == "advi" for c in base.components)
+    # the shell lies inside the box: Z = 4 pi int rho^2 N(rho; 2, 0.1) d rho / 12^3
+    radial = integrate.quad(lambda r: r**2 * stats.norm.pdf(r, 2.0, 0.1), 0.0, 4.0)[0]
+    exact = np.log(4 * np.pi * radial) - 3 * np.log(12.0)
+    if base.method.startswith("Laplace"):  # accepted: its importance-sampled log_zeta is right
+        assert abs(base.log_zeta - exact) < 1.0
+    else:
+        assert base.method.startswith("mixture of")
     assert idata.attrs["bootstrap"] == 1
+    lml = pmt.log_marginal_likelihood(idata)
+    assert abs(lml.estimate - exact) < K * lml.standard_error or not lml.reliable
 
 
 def test_mixture_base_is_eq_25():
