@@ -220,7 +220,7 @@ def stratify(
     Returns
     -------
     Strata or None
-        None when all draws fall in one region.
+        None when the optima form one region (one optimum, or all joined by the chains).
     """
     x, lw = np.asarray(x, dtype=float), np.asarray(log_weight, dtype=float)
     points, variances = np.asarray(points, dtype=float), np.asarray(variances, dtype=float)
