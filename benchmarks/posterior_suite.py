@@ -57,9 +57,9 @@ Methods
     ``pmt.sample_ct``, ``pmt.sample_gibbs_ct``, ``pmt.sample_pe`` with
     ``random_seed=seed, progressbar=False`` and otherwise their defaults. Mode probabilities
     are weighted means of the mode indicators with their standard errors,
-    ``pymc_tempering.estimators.weighted_mean(indicator, log_weight)``, or for a result
-    stratified by its modes ``stratified_mean`` (what ``pmt.weighted_expectation`` gives)
-    (pseudo-samples of ``pe`` are pooled within each chain). ``posterior_reliable`` is the
+    ``pmt.weighted_expectation(idata, indicator)`` (stratified by the modes where the run
+    is), for ``pe`` ``pymc_tempering.estimators.weighted_mean(indicator, log_weight)`` with the
+    pseudo-samples pooled within each chain. ``posterior_reliable`` is the
     result's ``attrs["posterior_reliable"]`` (``pmt.posterior_check``); ``reliable`` is
     ``pmt.log_marginal_likelihood(idata).reliable`` (the evidence's verdict; None where that
     raises).
@@ -450,7 +450,7 @@ def run_case(name: str, method: str, seed: int, quick: bool = False, draws: int 
     import arviz as az
 
     import pymc_tempering as pmt
-    from pymc_tempering.estimators import stratified_mean, weighted_mean
+    from pymc_tempering.estimators import weighted_mean
 
     spec = MODELS[name]
     row = {"model": name, "method": method, "seed": seed, "probabilities": None, "se": None,
@@ -491,13 +491,10 @@ def run_case(name: str, method: str, seed: int, quick: bool = False, draws: int 
         labels = spec.label(draws)
         onehot = (labels[..., None] == np.arange(len(spec.modes))).astype(float)
         if method in ("ct", "gibbs_ct", "pe"):
-            if "mode_probabilities" in idata.children:  # the summaries' own estimator
-                strata = idata["mode_probabilities"]
-                region = idata["sample_stats"]["mode_region"].transpose("chain", "draw").values
-                p, se = stratified_mean(onehot, log_weight, region, strata["probability"].values,
-                                        strata["standard_error"].values)
-            else:
+            if method == "pe":  # pseudo-samples pooled within each chain
                 p, se = weighted_mean(onehot, log_weight)
+            else:  # the summaries' own estimator (stratified by the modes where the run is)
+                p, se = pmt.weighted_expectation(idata, onehot)
             row["se"] = [finite(s) for s in se]
             try:
                 lml = pmt.log_marginal_likelihood(idata)

@@ -178,6 +178,13 @@ def posterior_check(idata: DataTree) -> PosteriorCheck:
     return PosteriorCheck(not problems, tuple(problems), table)
 
 
+def _verdict_attrs(idata: DataTree) -> dict:
+    """The method's verdict on its posterior (:func:`posterior_check`) from a result's attrs,
+    where it gave one."""
+    keys = ("posterior_reliable", "posterior_problems")
+    return {key: idata.attrs[key] for key in keys if key in idata.attrs}
+
+
 def _require(idata: DataTree, group: str, var: str | None = None):
     check_result(idata)
     if group not in idata.children or (var is not None and var not in idata[group]):
@@ -438,9 +445,7 @@ def resample(idata: DataTree, draws: int | None = None, random_seed=None) -> Dat
             groups[f"/{name}"] = idata[name].to_dataset()
     tree = DataTree.from_dict(groups)
     tree.attrs = {"method": f"resampled {idata.attrs.get('method', '')}".strip()}
-    for key in ("posterior_reliable", "posterior_problems"):  # the source's verdict on them
-        if key in idata.attrs:
-            tree.attrs[key] = idata.attrs[key]
+    tree.attrs.update(_verdict_attrs(idata))  # the source's verdict on them
     return tree
 
 
@@ -471,8 +476,11 @@ def weighted_expectation(idata: DataTree, values) -> tuple[np.ndarray, np.ndarra
         weighted mean (:func:`~pymc_tempering.estimators.weighted_mean`).
     """
     check_result(idata)
-    lw = _log_weight(idata)
-    values = np.asarray(values, dtype=float)
+    return _expectation(idata, np.asarray(values, dtype=float), _log_weight(idata))
+
+
+def _expectation(idata: DataTree, values: np.ndarray, lw: np.ndarray):
+    """:func:`weighted_expectation` with the result's log weights ``lw`` already read."""
     if "mode_probabilities" not in idata.children or "mode_region" not in idata["sample_stats"]:
         return weighted_mean(values, lw)
     strata = idata["mode_probabilities"]
@@ -559,7 +567,7 @@ def weighted_summary(
             da = da.transpose("chain", "draw", ...)
             values = np.asarray(da.values, dtype=float)
             flat = values.reshape(values.shape[0] * values.shape[1], -1)
-            mean, mcse = weighted_expectation(idata, values.reshape(values.shape[:2] + (-1,)))
+            mean, mcse = _expectation(idata, values.reshape(values.shape[:2] + (-1,)), lw)
         var = np.einsum("n,nk->k", w, (flat - mean) ** 2)
         quantiles = np.quantile(flat, [q_lo, 0.5, q_hi], axis=0, weights=w, method="inverted_cdf")
         for k, label in enumerate(_labels(name, da)):
@@ -579,8 +587,5 @@ def weighted_summary(
     df = pd.DataFrame(rows, index=index)
     df.attrs["ess_weights"] = ess_w
     df.attrs["prob"] = prob
-    # the method's verdict on its posterior (posterior_check), where it gave one
-    for key in ("posterior_reliable", "posterior_problems"):
-        if key in idata.attrs:
-            df.attrs[key] = idata.attrs[key]
+    df.attrs.update(_verdict_attrs(idata))
     return df
