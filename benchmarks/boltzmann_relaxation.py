@@ -1,6 +1,8 @@
 """Section 7.2 of the CT paper: Gaussian mixture relaxations of Boltzmann machines.
 
-Boltzmann machines with ``D_B`` units are generated as in appendix B (eigenvalues
+Boltzmann machines with ``D_B`` units are generated as in appendix B
+(:mod:`pymc_tempering.datasets`: ``boltzmann_machine``, ``boltzmann_relaxation``, its exact
+values from ``boltzmann_relaxation_truth``) (eigenvalues
 ``6 tanh(2 n)``, Haar rotation, zero diagonal, biases ``N(0, 0.1^2)``); ``D`` solves the SDP
 (46), here by subgradient descent on ``lambda_max - lambda_min`` of ``W + diag(d)`` followed by a
 shift that puts ``lambda_min`` at 0. Ground truth log Z (eq. 52), mean (53) and covariance (54)
@@ -34,91 +36,19 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 from scipy.special import logsumexp
-from scipy.stats import special_ortho_group
 
 import pymc_tempering as pmt
+from pymc_tempering.datasets import (  # noqa: F401 (evidence_calibration.py reads them from here)
+    boltzmann_machine,
+    boltzmann_relaxation as relaxation,
+    boltzmann_relaxation_model as relaxation_model,
+    boltzmann_relaxation_truth as truth,
+)
 
 RESULTS = Path(__file__).parent / "results"
 
 
 # ---------------------------------------------------------------------------- the targets
-def boltzmann_machine(n_units: int, rng) -> tuple[np.ndarray, np.ndarray]:
-    """W and b as in appendix B."""
-    rot = special_ortho_group.rvs(n_units, random_state=rng)
-    eig = 6.0 * np.tanh(2.0 * rng.standard_normal(n_units))
-    w = rot @ np.diag(eig) @ rot.T
-    np.fill_diagonal(w, 0.0)
-    return 0.5 * (w + w.T), 0.1 * rng.standard_normal(n_units)
-
-
-def solve_sdp(w: np.ndarray, iters: int = 3000) -> np.ndarray:
-    """``min lambda_max(W + diag d)`` s.t. ``W + diag d >= 0`` (eq. 46).
-
-    The optimum has ``lambda_min = 0`` (else lower every ``d_i``), so minimise the convex
-    ``lambda_max - lambda_min`` by subgradient descent (subgradient ``v_max^2 - v_min^2``) with
-    diminishing steps, keep the best, and shift ``d`` so that ``lambda_min = 0``.
-    """
-    d = np.zeros(len(w))
-    best, best_d = np.inf, d
-    for k in range(iters):
-        vals, vecs = np.linalg.eigh(w + np.diag(d))
-        spread = vals[-1] - vals[0]
-        if spread < best:
-            best, best_d = spread, d.copy()
-        g = vecs[:, -1] ** 2 - vecs[:, 0] ** 2
-        d = d - (0.5 / np.sqrt(k + 1)) * g / max(np.linalg.norm(g), 1e-12)
-    vals = np.linalg.eigvalsh(w + np.diag(best_d))
-    return best_d - vals[0]
-
-
-def relaxation(w, b):
-    """Q (D_B x D) with QQ^T = W + D, and D's diagonal."""
-    d = solve_sdp(w)
-    vals, vecs = np.linalg.eigh(w + np.diag(d))
-    keep = vals > 1e-6 * vals[-1]
-    q = vecs[:, keep] * np.sqrt(vals[keep])
-    return q, d
-
-
-def enumerate_moments(w, b, chunk_bits: int = 18):
-    """log Z_B, E[s] and E[s s^T] by exhaustive enumeration, in chunks."""
-    n = len(b)
-    low = min(n, chunk_bits)
-    low_states = 1 - 2 * ((np.arange(2**low)[:, None] >> np.arange(low)) & 1).astype(float)
-    log_terms, first, second = [], np.zeros(n), np.zeros((n, n))
-    chunks = []
-    for high in range(2 ** (n - low)):
-        hi_bits = 1 - 2 * ((high >> np.arange(n - low)) & 1).astype(float)
-        s = np.hstack([low_states, np.broadcast_to(hi_bits, (len(low_states), n - low))])
-        energy = 0.5 * np.einsum("ij,jk,ik->i", s, w, s) + s @ b
-        chunks.append((s, energy))
-        log_terms.append(logsumexp(energy))
-    log_zb = logsumexp(log_terms)
-    for s, energy in chunks:
-        p = np.exp(energy - log_zb)
-        first += p @ s
-        second += (s * p[:, None]).T @ s
-    return log_zb, first, second
-
-
-def truth(w, b, q, d):
-    log_zb, es, ess = enumerate_moments(w, b)
-    dim = q.shape[1]
-    log_z = log_zb + 0.5 * d.sum() + 0.5 * dim * np.log(2 * np.pi) - len(b) * np.log(2)
-    mean = q.T @ es
-    cov = q.T @ ess @ q + np.eye(dim) - np.outer(mean, mean)
-    return log_z, mean, cov
-
-
-def relaxation_model(q, b) -> pm.Model:
-    with pm.Model() as model:
-        x = pm.Flat("x", shape=q.shape[1])
-        a = pt.dot(pt.constant(q), x) + pt.constant(b)
-        log_cosh = pt.logaddexp(a, -a) - np.log(2.0)
-        pm.Potential("minus_phi", -0.5 * pt.sum(x**2) + pt.sum(log_cosh))  # eq. (51)
-    return model
-
-
 def proper_relaxation_model(q, b) -> tuple[pm.Model, float]:
     """Eq. (51) with its Gaussian factor as a proper prior, ``x ~ N(0, I)``, and the cosh terms
     as a potential: the same density as :func:`relaxation_model`, written as a PyMC user who

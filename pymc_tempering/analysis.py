@@ -29,6 +29,7 @@ __all__ = [
     "MIN_ESS_PER_CHAIN",
     "MAX_MODE_SE",
     "log_marginal_likelihood",
+    "log_normalizing_constant",
     "bayes_factor",
     "compare_evidence",
     "resample",
@@ -255,8 +256,51 @@ def log_marginal_likelihood(idata: DataTree) -> LogMarginalLikelihood:
             f"The model has improper priors ({idata.attrs['improper_prior']}: pm.Flat or "
             "pm.HalfFlat), so its marginal likelihood does not exist: the prior does not "
             "integrate to one and any number would be arbitrary. Give those variables proper "
-            "priors to compare models by evidence; the draws themselves are unaffected."
+            "priors to compare models by evidence; the draws themselves are unaffected. For the "
+            "integral of the model's joint density (an unnormalized density written as pm.Flat "
+            "variables and a pm.Potential), call pmt.log_normalizing_constant."
         )
+    return _log_integral(idata, improper=False)
+
+
+def log_normalizing_constant(idata: DataTree) -> LogMarginalLikelihood:
+    """The log of the integral of the model's joint density over its free variables.
+
+    The joint density is the product of the priors, the likelihood and the potentials, as
+    ``model.logp()`` gives it; with proper priors its integral is the marginal likelihood and
+    this is :func:`log_marginal_likelihood`. With improper ones (``pm.Flat``, ``pm.HalfFlat``)
+    it is the normalizing constant of an unnormalized density, such as a Boltzmann machine's
+    relaxation written as ``pm.Flat`` variables and a ``pm.Potential`` (section 7.2 of the
+    continuous tempering paper). Such a number is no evidence: :func:`bayes_factor` and
+    :func:`compare_evidence` refuse models with improper priors.
+
+    Parameters
+    ----------
+    idata : xarray.DataTree
+        A result of a pymc_tempering method that estimates the evidence.
+
+    Returns
+    -------
+    LogMarginalLikelihood
+        With ``reliable`` and ``problems`` from :func:`~pymc_tempering.diagnose` (its
+        ``normalizing_constant_problems``). For an improper prior they include
+        ``flat_directions``: where the log density does not fall along some axis of the draws,
+        the integral is infinite and ``reliable`` is False.
+
+    Raises
+    ------
+    ValueError
+        When the result carries no evidence.
+    TypeError
+        When ``idata`` is not a DataTree.
+    """
+    check_result(idata)
+    return _log_integral(idata, improper=True)
+
+
+def _log_integral(idata: DataTree, improper: bool) -> LogMarginalLikelihood:
+    """The result's log Z with its standard error, per-chain values and the problems that
+    :func:`diagnose` finds with it (but an improper prior's, when ``improper``)."""
     if "log_marginal_likelihood" not in idata.attrs:
         note = idata.attrs.get("log_marginal_likelihood_note")
         raise ValueError(
@@ -264,7 +308,10 @@ def log_marginal_likelihood(idata: DataTree) -> LogMarginalLikelihood:
             "marginal likelihood" + (f": {note}." if note else ".")
         )
     _require(idata, "sample_stats", "log_marginal_likelihood")
-    problems = tuple(diagnose(idata).evidence_problems)
+    diagnosis = diagnose(idata)
+    problems = tuple(
+        diagnosis.normalizing_constant_problems if improper else diagnosis.evidence_problems
+    )
     return LogMarginalLikelihood(
         estimate=float(idata.attrs["log_marginal_likelihood"]),
         standard_error=float(idata.attrs["log_marginal_likelihood_se"]),

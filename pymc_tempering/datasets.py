@@ -10,6 +10,7 @@ import pandas as pd
 import pymc as pm
 import pytensor.tensor as pt
 from scipy import integrate, optimize, stats
+from scipy.stats import special_ortho_group
 from scipy.special import logsumexp
 
 __all__ = [
@@ -26,6 +27,10 @@ __all__ = [
     "EIGHT_SCHOOLS_SIGMA",
     "eight_schools_model",
     "eight_schools_log_marginal_likelihood",
+    "boltzmann_machine",
+    "boltzmann_relaxation",
+    "boltzmann_relaxation_model",
+    "boltzmann_relaxation_truth",
 ]
 
 _KOU_MOMENTS = ("E_x1", "E_x2", "E_x1sq", "E_x2sq")
@@ -482,3 +487,106 @@ def eight_schools_log_marginal_likelihood() -> float:
     if not abserr < 1e-9 * value:
         raise RuntimeError(f"The quadrature did not converge (error {abserr} of {value}).")
     return float(np.log(value) - shift)
+
+
+# ------------------------------------------------------------------ Boltzmann machine relaxations
+def boltzmann_machine(n_units: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """A random Boltzmann machine as in appendix B of the continuous tempering paper: weights
+    ``W`` with eigenvalues ``6 tanh(2 n)``, ``n ~ N(0, 1)``, a Haar rotation and a zero
+    diagonal, and biases ``b ~ N(0, 0.1^2)``.
+
+    Parameters
+    ----------
+    n_units : int
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    (W, b) : ndarray, shapes (n_units, n_units) and (n_units,)
+    """
+    rot = special_ortho_group.rvs(n_units, random_state=rng)
+    eig = 6.0 * np.tanh(2.0 * rng.standard_normal(n_units))
+    w = rot @ np.diag(eig) @ rot.T
+    np.fill_diagonal(w, 0.0)
+    return 0.5 * (w + w.T), 0.1 * rng.standard_normal(n_units)
+
+
+def _solve_sdp(w: np.ndarray, iters: int = 3000) -> np.ndarray:
+    """``min lambda_max(W + diag d)`` s.t. ``W + diag d >= 0`` (eq. 46 of the paper).
+
+    The optimum has ``lambda_min = 0`` (else lower every ``d_i``), so minimise the convex
+    ``lambda_max - lambda_min`` by subgradient descent (subgradient ``v_max^2 - v_min^2``) with
+    diminishing steps, keep the best, and shift ``d`` so that ``lambda_min = 0``.
+    """
+    d = np.zeros(len(w))
+    best, best_d = np.inf, d
+    for k in range(iters):
+        vals, vecs = np.linalg.eigh(w + np.diag(d))
+        spread = vals[-1] - vals[0]
+        if spread < best:
+            best, best_d = spread, d.copy()
+        g = vecs[:, -1] ** 2 - vecs[:, 0] ** 2
+        d = d - (0.5 / np.sqrt(k + 1)) * g / max(np.linalg.norm(g), 1e-12)
+    vals = np.linalg.eigvalsh(w + np.diag(best_d))
+    return best_d - vals[0]
+
+
+def boltzmann_relaxation(w: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The Gaussian mixture relaxation of a Boltzmann machine (section 7.2 of the continuous
+    tempering paper): ``Q`` (``n_units x D``) with ``Q Q^T = W + diag(d)``, ``d`` from the
+    semidefinite programme (46), solved by subgradient descent.
+
+    Returns
+    -------
+    (Q, d) : ndarray
+    """
+    d = _solve_sdp(w)
+    vals, vecs = np.linalg.eigh(w + np.diag(d))
+    keep = vals > 1e-6 * vals[-1]
+    return vecs[:, keep] * np.sqrt(vals[keep]), d
+
+
+def _enumerate_boltzmann(w, b, chunk_bits: int = 18):
+    """log Z_B, E[s] and E[s s^T] of a Boltzmann machine by enumerating its states, in chunks."""
+    n = len(b)
+    low = min(n, chunk_bits)
+    low_states = 1 - 2 * ((np.arange(2**low)[:, None] >> np.arange(low)) & 1).astype(float)
+    log_terms, first, second = [], np.zeros(n), np.zeros((n, n))
+    chunks = []
+    for high in range(2 ** (n - low)):
+        hi_bits = 1 - 2 * ((high >> np.arange(n - low)) & 1).astype(float)
+        s = np.hstack([low_states, np.broadcast_to(hi_bits, (len(low_states), n - low))])
+        energy = 0.5 * np.einsum("ij,jk,ik->i", s, w, s) + s @ b
+        chunks.append((s, energy))
+        log_terms.append(logsumexp(energy))
+    log_zb = logsumexp(log_terms)
+    for s, energy in chunks:
+        p = np.exp(energy - log_zb)
+        first += p @ s
+        second += (s * p[:, None]).T @ s
+    return log_zb, first, second
+
+
+def boltzmann_relaxation_truth(w, b, q, d) -> tuple[float, np.ndarray, np.ndarray]:
+    """The exact log normalizing constant (eq. 52), mean (53) and covariance (54) of
+    :func:`boltzmann_relaxation_model`, by enumerating the machine's ``2^n_units`` states."""
+    log_zb, es, ess = _enumerate_boltzmann(w, b)
+    dim = q.shape[1]
+    log_z = log_zb + 0.5 * d.sum() + 0.5 * dim * np.log(2 * np.pi) - len(b) * np.log(2)
+    mean = q.T @ es
+    cov = q.T @ ess @ q + np.eye(dim) - np.outer(mean, mean)
+    return float(log_z), mean, cov
+
+
+def boltzmann_relaxation_model(q: np.ndarray, b: np.ndarray) -> pm.Model:
+    """The relaxation's unnormalized density (eq. 51) as a PyMC user writes one: ``x``
+    (``pm.Flat``, ``D``-vector) and ``-|x|^2 / 2 + sum log cosh(Q x + b)`` as a
+    ``pm.Potential``. Its normalizing constant
+    (:func:`~pymc_tempering.log_normalizing_constant`) is
+    :func:`boltzmann_relaxation_truth`'s ``log_z``."""
+    with pm.Model() as model:
+        x = pm.Flat("x", shape=q.shape[1])
+        a = pt.dot(pt.constant(q), x) + pt.constant(b)
+        log_cosh = pt.logaddexp(a, -a) - np.log(2.0)
+        pm.Potential("minus_phi", -0.5 * pt.sum(x**2) + pt.sum(log_cosh))
+    return model

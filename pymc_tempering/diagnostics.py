@@ -27,6 +27,7 @@ from pymc_tempering.results import (
     flat_draws_from_result,
     numerical_floor,
 )
+from pymc_tempering.target import DECAY_RADIUS
 
 __all__ = ["Diagnosis", "diagnose", "missed_modes"]
 
@@ -56,11 +57,16 @@ class Diagnosis:
         Those of ``problems`` that concern the draws but not the log marginal likelihood,
         which the result corrects for them (a funnel's neck, whose mass the estimate takes
         from the profile of the target).
+    improper : list of str
+        Those of ``problems`` that say the model's prior is improper: its log marginal
+        likelihood is no evidence, but its joint density's normalizing constant can still be
+        right (:func:`~pymc_tempering.log_normalizing_constant`).
     """
 
     checks: pd.DataFrame
     problems: list[str] = field(default_factory=list)
     draws_only: list[str] = field(default_factory=list)
+    improper: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -71,6 +77,12 @@ class Diagnosis:
     def evidence_problems(self) -> list[str]:
         """The problems that bear on the log marginal likelihood."""
         return [p for p in self.problems if p not in self.draws_only]
+
+    @property
+    def normalizing_constant_problems(self) -> list[str]:
+        """The problems that bear on the normalizing constant of the model's joint density
+        (those of the log marginal likelihood but the prior's impropriety)."""
+        return [p for p in self.evidence_problems if p not in self.improper]
 
     def __str__(self) -> str:
         text = self.checks.to_string()
@@ -110,7 +122,12 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
       enter, such as a funnel, and missing mass biases the log marginal likelihood low while its
       standard error stays small.
     - an improper prior (``pm.Flat``, ``pm.HalfFlat``; root attr ``improper_prior``): the
-      model has no marginal likelihood.
+      model has no marginal likelihood (``Diagnosis.improper``; its normalizing constant can
+      still be right).
+    - ``flat_directions``: with an improper prior, the coordinate directions (each way) in
+      which the log density's profile does not fall far from the weighted draws
+      (:func:`~pymc_tempering.target.flat_directions`); a problem when there is any: the joint
+      density's integral is infinite.
     - ``missed_mode_mass``: when the base carries the optima of its mode search
       (:func:`~pymc_tempering.find_modes`, stored in the ``base`` group), the share of their
       Laplace mass around optima that the weighted draws never came near (each draw counted
@@ -165,11 +182,7 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
     check_result(idata)
     checks = _Checks()
     if "improper_prior" in idata.attrs:
-        checks.problems.append(
-            f"The model has improper priors ({idata.attrs['improper_prior']}): it has no "
-            "marginal likelihood, and the weights bridge to a density that does not integrate "
-            "to one. Give those variables proper priors to compare models by evidence."
-        )
+        _check_improper(checks, idata.attrs)
     if "target_se" in idata.attrs and "log_marginal_likelihood_se" in idata.attrs:
         _check_precision(
             checks,
@@ -209,6 +222,7 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
         checks=pd.DataFrame.from_dict(checks.rows, orient="index"),
         problems=checks.problems,
         draws_only=checks.draws_only,
+        improper=checks.improper,
     )
 
 
@@ -219,9 +233,37 @@ class _Checks:
     rows: dict = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     draws_only: list[str] = field(default_factory=list)
+    improper: list[str] = field(default_factory=list)
 
     def add(self, name, value, limit, ok, meaning):
         self.rows[name] = {"value": value, "limit": limit, "ok": bool(ok), "meaning": meaning}
+
+
+def _check_improper(checks: _Checks, attrs) -> None:
+    improper = (
+        f"The model has improper priors ({attrs['improper_prior']}): it has no marginal "
+        "likelihood, and the weights bridge to a density that does not integrate to one. Give "
+        "those variables proper priors to compare models by evidence; "
+        "pmt.log_normalizing_constant gives the integral of the joint density."
+    )
+    checks.problems.append(improper)
+    checks.improper.append(improper)
+    if "flat_directions" not in attrs:
+        return
+    flat = int(attrs["flat_directions"])
+    checks.add(
+        "flat_directions", flat, "0", flat == 0,
+        f"coordinate directions in which the log density has not fallen {DECAY_RADIUS:.0e} "
+        "draw widths out",
+    )
+    if flat:
+        checks.problems.append(
+            f"The log density does not fall in {flat} coordinate directions (10^4 of the draws' "
+            "widths out, its profile is within log(10^4) of its value at their mean): the "
+            "integral of the joint density is infinite, so the model has no normalizing "
+            "constant and any estimate of it is arbitrary. Bound the flat variables with a "
+            "proper prior or a potential."
+        )
 
 
 def _check_temperature_ends(checks: _Checks, beta: np.ndarray, near: float) -> None:

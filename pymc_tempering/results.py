@@ -29,7 +29,7 @@ from pymc.backends.arviz import (
 )
 from xarray import DataTree
 
-from pymc_tempering.target import Target
+from pymc_tempering.target import Target, flat_directions
 
 # Relative resolution of a reported log Z. A base proportional to the target up to rounding (the
 # Laplace base of a Gaussian target) makes the Monte Carlo standard error vanish, while a model's
@@ -175,6 +175,11 @@ def build_result(
     root_attrs = {"method": method}
     if target.improper_variables:
         root_attrs["improper_prior"] = ", ".join(target.improper_variables)
+        if log_weight.ndim == 2:
+            # whether the joint density's integral, the normalizing constant, can be finite
+            root_attrs["flat_directions"] = flat_directions(
+                target, target.flat_draws(posterior).reshape(-1, target.ndim), log_weight.ravel()
+            )
     if log_marginal_likelihood is not None:
         estimate, se, per_chain = log_marginal_likelihood
         stats["log_marginal_likelihood"] = xr.DataArray(

@@ -144,7 +144,12 @@ class _Proposal:
             mean = w @ x
             cov = (x - mean).T @ ((x - mean) * w[:, None])
             cov = cov + 1e-6 * np.diag(np.diag(cov)) + 1e-12 * np.eye(ndim)
-        else:  # too few draws for a covariance: the optimum's Laplace Gaussian
+            # draws spread over many orders of magnitude leave it numerically indefinite (scipy
+            # takes eigenvalues under about 2e-10 of the largest for zero)
+            values, vectors = np.linalg.eigh(0.5 * (cov + cov.T))
+            cov = (vectors * np.maximum(values, 1e-8 * values.max())) @ vectors.T
+            enough = bool(np.all(np.isfinite(cov)) and values.max() > 0)
+        if not enough:  # too few draws for a covariance: the optimum's Laplace Gaussian
             mean = x[np.argmax(w)] if x.shape[0] else laplace[0]
             cov = np.diag(laplace[1])
         self.t = stats.multivariate_t(loc=mean, shape=cov, df=T_DOF, seed=rng)

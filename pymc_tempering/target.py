@@ -26,8 +26,9 @@ from pytensor.graph.rewriting.utils import rewrite_graph
 from pytensor.graph.traversal import ancestors, graph_inputs
 from pytensor.tensor.random.type import RandomGeneratorType
 from pytensor.tensor.variable import TensorConstant
+from scipy import optimize
 
-__all__ = ["Target"]
+__all__ = ["Target", "flat_directions", "negative_log_density"]
 
 
 #: Constants with at least this many elements go into compiled functions as shared variables.
@@ -566,3 +567,71 @@ def full_data_energies(
         return tuple(out) if gradient else out[0]
 
     return energy, length, int(m)
+
+
+def negative_log_density(target: Target) -> Callable:
+    """``x -> (-log p(x), -gradient)`` for SciPy's minimisers, ``(1e300, 0)`` where the log
+    density is not finite."""
+
+    def negative(x):
+        logp, grad = target.logp_and_grad(x)
+        if not np.isfinite(logp):
+            return 1e300, np.zeros_like(x)
+        return -logp, -grad
+
+    return negative
+
+
+#: Widths of the weighted draws out along a coordinate at which :func:`flat_directions` looks.
+DECAY_RADIUS = 1e4
+#: L-BFGS iterations of each profile in :func:`flat_directions`.
+PROFILE_ITER = 50
+
+
+def flat_directions(target: Target, draws: np.ndarray, log_weight: np.ndarray) -> int:
+    """Along how many coordinates, each taken both ways, the log density does not fall:
+    ``DECAY_RADIUS`` of the weighted draws' widths from their weighted mean in that coordinate,
+    the highest log density over the other coordinates (a profile, climbed by L-BFGS from the
+    mean's values) is less than ``log(DECAY_RADIUS)`` below the log density at the mean.
+
+    A density that falls more slowly than the inverse of the distance along some direction has
+    an infinite integral (a ``pm.Flat`` variable that no potential bounds: the draws drift
+    outward and any normalizing constant is arbitrary); one that integrates falls by far more
+    (a Gaussian by half the radius squared, a Cauchy tail by twice its log). A flat direction
+    along no coordinate, such as that of a potential of ``x[0] - x[1]``, meets the hyperplane
+    of some coordinate far out, where the profile finds it. A profile that can only stay high
+    on ever thinner ridges (a funnel) also counts, though its integral may be finite; a log
+    density that is not finite out there counts as fallen.
+
+    Parameters
+    ----------
+    target : Target
+    draws : ndarray, shape (n, ndim)
+        Flat unconstrained draws.
+    log_weight : ndarray, shape (n,)
+        Their log importance weights towards the target.
+    """
+    if not np.any(np.isfinite(log_weight)):
+        return 0
+    w = np.exp(log_weight - np.max(log_weight))
+    w = w / w.sum()
+    mean = w @ draws
+    width = np.sqrt(w @ (draws - mean) ** 2)
+    with np.errstate(all="ignore"):
+        centre = float(target.logp(mean[None])[0])
+    if not np.isfinite(centre):
+        return 0
+    negative, flat = negative_log_density(target), 0
+    for k in np.flatnonzero(np.isfinite(width) & (width > 0)):
+        for sign in (1.0, -1.0):
+            start = mean.copy()
+            start[k] += sign * DECAY_RADIUS * width[k]
+            bounds = [(None, None)] * target.ndim
+            bounds[k] = (start[k], start[k])
+            with np.errstate(all="ignore"):
+                res = optimize.minimize(
+                    negative, start, jac=True, method="L-BFGS-B", bounds=bounds,
+                    options={"maxiter": PROFILE_ITER},
+                )
+            flat += bool(-res.fun > centre - np.log(DECAY_RADIUS))
+    return flat

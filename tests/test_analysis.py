@@ -208,7 +208,8 @@ def test_tiny_run_far_from_the_base_extends_itself_until_its_checks_pass():
 
 def test_improper_model_samples_but_has_no_evidence():
     """pm.Flat priors: sampling goes on (with a warning naming the variable), the evidence is
-    refused with an error naming it, and so is a Bayes factor built on it."""
+    refused with an error naming it, and so is a Bayes factor built on it; the normalizing
+    constant, asked for by name, is given."""
     with pm.Model() as model:
         a = pm.Flat("a")
         pm.Potential("like", -0.5 * (a - 1.0) ** 2)
@@ -222,6 +223,14 @@ def test_improper_model_samples_but_has_no_evidence():
         pmt.log_marginal_likelihood(idata)
     with pytest.raises(ValueError, match="improper priors"):
         pmt.bayes_factor(idata, idata)
+    with pytest.raises(ValueError, match="improper priors"):
+        pmt.compare_evidence({"a": idata, "b": idata})
+    # the integral of the joint density, asked for by name: sqrt(2 pi)
+    constant = pmt.log_normalizing_constant(idata)
+    assert idata.attrs["flat_directions"] == 0
+    assert not any("improper" in p for p in constant.problems)
+    assert_within_se(constant.estimate, 0.5 * np.log(2 * np.pi), constant.standard_error,
+                     what="log sqrt(2 pi)")
 
 
 # ------------------------------------------------------------------------------ weighted draws

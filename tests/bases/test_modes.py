@@ -31,11 +31,18 @@ def test_find_modes_finds_both_modes_with_their_laplace_masses():
     np.testing.assert_allclose(modes.cov[order, 0, 0], [1.0, 1.0], rtol=1e-3)
 
 
-def test_find_modes_needs_a_prior_to_draw_from():
+def test_find_modes_without_a_prior_starts_about_the_initial_point():
+    """pm.Flat and a potential of two modes, 0.5 N(-3, 1) + 0.5 N(3, 1), from an initial point
+    between them: the starts spread about it at twice the curvature's width reach both."""
+    with pm.Model() as model:
+        pm.Flat("x", initval=0.5)
+        pm.Potential("p", pm.math.logaddexp(-0.5 * (model["x"] - 3) ** 2,
+                                            -0.5 * (model["x"] + 3) ** 2))
+    modes = find_modes(Target(model), random_seed=seed(81))
+    np.testing.assert_allclose(np.sort(modes.points[:, 0]), [-3.0, 3.0], atol=1e-3)
     with pm.Model() as model:
         pm.Flat("x")
         pm.Potential("p", -0.5 * model["x"] ** 2)
-    assert find_modes(Target(model), random_seed=seed(81)) is None
     # given starts instead: at least two finite flat points of the model's dimension
     modes = find_modes(Target(model), starts=[[-1.0], [2.0]])
     np.testing.assert_allclose(modes.points[:, 0], [0.0], atol=1e-6)
