@@ -1,8 +1,7 @@
 """Section 7.2 of the CT paper: Gaussian mixture relaxations of Boltzmann machines.
 
-Boltzmann machines with ``D_B`` units are generated as in appendix B
-(:mod:`pymc_tempering.datasets`: ``boltzmann_machine``, ``boltzmann_relaxation``, its exact
-values from ``boltzmann_relaxation_truth``) (eigenvalues
+Boltzmann machines with ``D_B`` units are generated as in appendix B by
+:mod:`pymc_tempering.datasets` (``boltzmann_machine``, ``boltzmann_relaxation``; eigenvalues
 ``6 tanh(2 n)``, Haar rotation, zero diagonal, biases ``N(0, 0.1^2)``); ``D`` solves the SDP
 (46), here by subgradient descent on ``lambda_max - lambda_min`` of ``W + diag(d)`` followed by a
 shift that puts ``lambda_min`` at 0. Ground truth log Z (eq. 52), mean (53) and covariance (54)
@@ -18,8 +17,9 @@ Run: ``python benchmarks/boltzmann_relaxation.py [--units 22] [--models 5] [--qu
 (about 15 minutes on 2 shared cores; ``--summarise-only`` rebuilds table and plot).
 ``--defaults`` runs each method once at its defaults (``budget`` 0 in the records):
 ``pmt.sample_ct(model=model)`` and so on, as a user would call them, each fitting its own base,
-on :func:`proper_relaxation_model` (the same density with ``x ~ N(0, I)`` as the prior; with
-the paper's flat prior the library reports no marginal likelihood). The errors are still
+on :func:`proper_relaxation_model` (the same density with ``x ~ N(0, I)`` as the prior; the paper's
+flat form, :func:`relaxation_model`, gives the same constant through
+``pmt.log_normalizing_constant``). The errors are still
 divided by those of the shared variational base (issue 17's goal for this benchmark: log Z
 RMSE at most 0.3 of the base's, the mean at most 0.7); write it elsewhere with ``--out``.
 """
@@ -52,7 +52,7 @@ RESULTS = Path(__file__).parent / "results"
 def proper_relaxation_model(q, b) -> tuple[pm.Model, float]:
     """Eq. (51) with its Gaussian factor as a proper prior, ``x ~ N(0, I)``, and the cosh terms
     as a potential: the same density as :func:`relaxation_model`, written as a PyMC user who
-    wants its evidence would (with the flat prior the library reports no marginal likelihood).
+    wants its evidence would (the flat form is no evidence, only a normalizing constant).
     Returns the model and what its log Z differs from eq. (52)'s by: the Gaussian's normaliser,
     ``-D/2 log(2 pi)``."""
     with pm.Model() as model:

@@ -93,8 +93,10 @@ MIN_ESS_PER_CHAIN = 100
 MAX_MODE_SE = 0.02
 #: The checks of :func:`~pymc_tempering.diagnose` that bear on the draws as well as on the
 #: evidence: mass the draws never reached (a missed optimum, an incomplete mode search, a
-#: funnel's neck) or could not reach (divergences).
-POSTERIOR_CHECKS = ("missed_mode_mass", "unseen_optima", "funnel_mass", "divergences")
+#: funnel's neck, mass at scales beyond the base's) or could not reach (divergences).
+POSTERIOR_CHECKS = (
+    "missed_mode_mass", "unseen_optima", "funnel_mass", "mass_beyond_draws", "divergences"
+)
 
 
 @dataclass(frozen=True)

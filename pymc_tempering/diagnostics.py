@@ -27,6 +27,7 @@ from pymc_tempering.results import (
     flat_draws_from_result,
     numerical_floor,
 )
+from pymc_tempering.coverage import BEYOND_LIMIT
 from pymc_tempering.target import DECAY_RADIUS
 
 __all__ = ["Diagnosis", "diagnose", "missed_modes"]
@@ -124,6 +125,11 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
     - an improper prior (``pm.Flat``, ``pm.HalfFlat``; root attr ``improper_prior``): the
       model has no marginal likelihood (``Diagnosis.improper``; its normalizing constant can
       still be right).
+    - ``mass_beyond_draws``: the share of the target's mass that the run's draws never
+      reached, from an importance sampler at 1 to 64 times the base's and the optima's widths
+      (:mod:`pymc_tempering.coverage`): the mass beyond every draw (in the Mahalanobis
+      distance of the weighted draws), or the sampler's log Z above the run's by more than
+      three standard errors; a problem from 0.005 (and three of its standard errors).
     - ``flat_directions``: with an improper prior, the coordinate directions (each way) in
       which the log density's profile does not fall far from the weighted draws
       (:func:`~pymc_tempering.target.flat_directions`); a problem when there is any: the joint
@@ -183,6 +189,8 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
     checks = _Checks()
     if "improper_prior" in idata.attrs:
         _check_improper(checks, idata.attrs)
+    if "mass_beyond_draws" in idata.attrs and "log_marginal_likelihood" in idata.attrs:
+        _check_beyond(checks, idata.attrs)
     if "target_se" in idata.attrs and "log_marginal_likelihood_se" in idata.attrs:
         _check_precision(
             checks,
@@ -263,6 +271,31 @@ def _check_improper(checks: _Checks, attrs) -> None:
             "integral of the joint density is infinite, so the model has no normalizing "
             "constant and any estimate of it is arbitrary. Bound the flat variables with a "
             "proper prior or a potential."
+        )
+
+
+def _check_beyond(checks: _Checks, attrs) -> None:
+    share, se = float(attrs["mass_beyond_draws"]), float(attrs["mass_beyond_draws_se"])
+    # the check's own log Z above the run's: mass the run missed, inside the draws' reach too
+    gap = float(attrs["scale_check_log_z"]) - float(attrs["log_marginal_likelihood"])
+    gap_se = float(np.hypot(attrs["scale_check_log_z_se"], attrs["log_marginal_likelihood_se"]))
+    missed = max(share, -np.expm1(-gap) if gap > 3 * gap_se else 0.0)
+    ok = missed < BEYOND_LIMIT or (share <= 3 * se and gap <= 3 * gap_se)
+    checks.add(
+        "mass_beyond_draws", missed, f"< {BEYOND_LIMIT} or 3 SE", ok,
+        "share of the mass the draws never reached, seen by a proposal at 1 to 64 times the "
+        "base's widths",
+    )
+    if not ok:
+        checks.problems.append(
+            f"About {missed:.1%} of the target's mass lies where no draw of the run went, at "
+            "other scales than its base's (a broad slab under a narrow spike, say): an "
+            "importance sampler at 1 to 64 times the base's widths finds it (log Z "
+            f"{attrs['scale_check_log_z']:.3f} ± {attrs['scale_check_log_z_se']:.3f}, "
+            f"{share:.1%} ± {se:.1%} of it beyond every draw). The log marginal likelihood is "
+            f"too low by about {-np.log1p(-min(missed, 0.999)):.2f} nats and the posterior "
+            "lacks that mass, while the standard error does not show it. Pass a base that "
+            "covers those scales (pmt.Base.from_moments with their covariance)."
         )
 
 

@@ -1,0 +1,69 @@
+"""Mass beyond every draw of a run (``pymc_tempering.coverage``): the slab under a spike that a
+spike-sized base never leaves, against exact answers."""
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+from checks import K, seed
+from scipy import stats
+
+import pymc_tempering as pmt
+from pymc_tempering.coverage import BEYOND_LIMIT, mass_beyond_draws
+from pymc_tempering.target import Target
+
+DIM, SPIKE, SLAB = 5, 0.1, 1.0
+
+
+def spike_and_slab(share: float) -> pm.Model:
+    """``share N(0, 0.1^2 I) + (1 - share) N(0, I)`` in 5-D, normalised: log Z = 0."""
+    with pm.Model() as model:
+        x = pm.Flat("x", shape=DIM)
+        spike = np.log(share) + pt.sum(pm.logp(pm.Normal.dist(0.0, SPIKE), x))
+        slab = np.log1p(-share) + pt.sum(pm.logp(pm.Normal.dist(0.0, SLAB), x))
+        pm.Potential("mixture", pt.logaddexp(spike, slab))
+    return model
+
+
+@pytest.mark.parametrize("share", [0.5, 0.9])
+def test_the_slab_beyond_spike_draws_is_found(share):
+    """Draws of the spike alone with the log Z a spike-only run reports (log share): the slab,
+    ``1 - share`` of the mass, lies beyond them, less its part within the farthest spike draw
+    (P(chi2_5 < r^2 / 100) for that draw's squared radius r^2, about 1e-3)."""
+    rng = np.random.default_rng(seed(1))
+    x = SPIKE * rng.standard_normal((4000, DIM))
+    base = pmt.Base.from_moments(np.zeros(DIM), SPIKE**2 * np.eye(DIM))
+    beyond = mass_beyond_draws(Target(spike_and_slab(share)), x, np.zeros(4000), np.log(share),
+                               base, random_seed=seed(2))
+    radius2 = np.max(np.sum(x**2, axis=1) / SPIKE**2)
+    inside = (1 - share) * stats.chi2(DIM).cdf(radius2 * SPIKE**2 / SLAB**2)
+    truth = (1 - share - inside) / (1 - inside)
+    assert beyond.se < 0.05
+    assert abs(beyond.share - truth) < K * beyond.se, (beyond, truth)
+
+
+def test_nothing_beyond_draws_of_the_whole_target():
+    """Exact draws of a Gaussian target: what lies beyond the farthest of n draws is about
+    1 / n of the mass, far below the limit."""
+    rng = np.random.default_rng(seed(3))
+    x = rng.standard_normal((4000, DIM))
+    base = pmt.Base.from_moments(np.zeros(DIM), np.eye(DIM))
+    with pm.Model() as model:
+        pm.Normal("x", 0.0, 1.0, shape=DIM)
+    beyond = mass_beyond_draws(Target(model), x, np.zeros(4000), 0.0, base, random_seed=seed(4))
+    assert beyond.share < BEYOND_LIMIT
+
+
+def test_sample_ct_says_a_missed_slab_makes_it_unreliable():
+    """At the defaults the base is the spike's Laplace Gaussian and no chain leaves the spike:
+    the estimate is log(0.5) with a tiny standard error. The run says it is unreliable, for the
+    evidence and for the posterior, instead of passing every check."""
+    with pytest.warns(UserWarning):
+        idata = pmt.sample_ct(model=spike_and_slab(0.5), random_seed=seed(5), progressbar=False)
+    lml = pmt.log_normalizing_constant(idata)
+    if lml.reliable:  # the run found the slab: then its estimate must be right
+        assert abs(lml.estimate) < K * lml.standard_error
+    else:
+        assert any("beyond every draw" in p for p in lml.problems)
+        assert idata.attrs["mass_beyond_draws"] == pytest.approx(0.5, abs=0.1)
+        assert not idata.attrs["posterior_reliable"]
