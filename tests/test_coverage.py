@@ -55,15 +55,15 @@ def test_nothing_beyond_draws_of_the_whole_target():
 
 
 def test_sample_ct_says_a_missed_slab_makes_it_unreliable():
-    """At the defaults the base is the spike's Laplace Gaussian and no chain leaves the spike:
-    the estimate is log(0.5) with a tiny standard error. The run says it is unreliable, for the
-    evidence and for the posterior, instead of passing every check."""
+    """At the defaults the base is the spike's Laplace Gaussian, and a run whose chains never
+    leave the spike estimates log(0.5) with a tiny standard error. Whatever the chains do, the
+    run is right within its standard error or unreliable; one that missed the slab names it,
+    for the evidence and for the posterior."""
     with pytest.warns(UserWarning):
         idata = pmt.sample_ct(model=spike_and_slab(0.5), random_seed=seed(5), progressbar=False)
     lml = pmt.log_normalizing_constant(idata)
-    if lml.reliable:  # the run found the slab: then its estimate must be right
-        assert abs(lml.estimate) < K * lml.standard_error
-    else:
-        assert any("beyond every draw" in p for p in lml.problems)
+    assert not lml.reliable or abs(lml.estimate) < K * lml.standard_error, lml
+    if abs(lml.estimate - np.log(0.5)) < 0.05:  # the slab missed
+        assert any("no draw of the run went" in p for p in lml.problems), lml.problems
         assert idata.attrs["mass_beyond_draws"] == pytest.approx(0.5, abs=0.1)
         assert not idata.attrs["posterior_reliable"]
