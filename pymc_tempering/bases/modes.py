@@ -102,7 +102,8 @@ def find_modes(
     """Optimise the target's log density from prior draws, and keep the distinct maxima.
 
     L-BFGS (:func:`scipy.optimize.minimize`) on the flat unconstrained space from ``n_starts``
-    prior draws. A run counts when it converged to a finite local maximum (the Hessian, by
+    prior draws (where the prior cannot be drawn from, as with ``pm.Flat``, from points spread
+    about the model's initial point: :func:`starts_without_prior`). A run counts when it converged to a finite local maximum (the Hessian, by
     central differences of the gradient, is negative definite up to the flooring described in
     :class:`Modes`); one that runs off to infinity (the spike of a centred hierarchical model)
     or stops at a saddle does not. Optima that agree within a tenth of their Laplace standard
@@ -122,8 +123,8 @@ def find_modes(
     Returns
     -------
     Modes or None
-        ``None`` when the prior cannot be drawn from (and no ``starts`` are given) or no run
-        converged.
+        ``None`` when no run converged (or, without a prior to draw from, the first
+        optimisation from the initial point failed).
     """
     return search_modes(target, n_starts, random_seed, starts)[0]
 
