@@ -33,7 +33,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 from scipy.special import expit, logsumexp
 
-from pymc_tempering.estimators import importance_khat
+from pymc_tempering.estimators import importance_khat, log_mean_exp
 from pymc_tempering.target import Target
 
 __all__ = ["Beyond", "mass_beyond_draws", "BEYOND_LIMIT"]
@@ -128,16 +128,12 @@ def mass_beyond_draws(
     with np.errstate(all="ignore"):
         log_r = target.logp(draws) - log_q
     log_r = np.where(np.isfinite(log_r), log_r, -np.inf)
-    total = float(logsumexp(log_r) - np.log(N_DRAWS))
-    ratio = np.exp(log_r - np.max(log_r))
-    total_se = float(ratio.std() / ratio.mean() / np.sqrt(N_DRAWS))
+    total, total_se = log_mean_exp(log_r)
     outside = np.where(distance(draws) > radius, log_r, -np.inf)
     if not np.any(np.isfinite(outside)):
         return Beyond(0.0, 0.0, float("nan"), total, total_se)
-    # share = Z_out / (Z + Z_out), from log Z_out; its relative standard error from the ratios
-    log_z_out = float(logsumexp(outside) - np.log(N_DRAWS))
+    # share = Z_out / (Z + Z_out), from log Z_out and its (relative) standard error
+    log_z_out, relative_se = log_mean_exp(outside)
     share = float(expit(log_z_out - log_z))
-    ratio = np.exp(outside - np.max(outside))
-    relative_se = float(ratio.std() / ratio.mean() / np.sqrt(N_DRAWS))
     return Beyond(share, share * (1.0 - share) * relative_se, importance_khat(outside), total,
                   total_se)
