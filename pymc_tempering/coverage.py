@@ -22,6 +22,14 @@ standard errors: the run's draws then lack that mass, and its log Z is too low b
 ``-log(1 - share)``. Mass just beyond the farthest of ``n`` draws of a heavy tail, which the
 estimate of log Z does count, is about ``1 / n``, far below the limit.
 
+A phase inside the draws' reach that the chains sampled too rarely (a spike holding 1% of the
+mass in the middle of a slab) changes log Z by less than the check's standard error. The check
+therefore also compares, about each optimum of its proposal, the share of the mass within the
+optimum's Laplace ellipsoid (its ``OPTIMUM_REGION`` chi-square quantile) by importance sampling
+with the run's weighted share there: an optimum holding ``BEYOND_LIMIT`` or more of the mass,
+three standard errors above what the run gave it and more than twice that, is mass the run
+missed.
+
 Why by hand: no library offers a scale-mixture importance check of an MCMC run's coverage.
 """
 
@@ -32,6 +40,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.linalg import solve_triangular
 from scipy.special import expit, logsumexp
+from scipy.stats import chi2
 
 from pymc_tempering.estimators import importance_khat, log_mean_exp
 from pymc_tempering.target import Target
@@ -44,18 +53,23 @@ N_DRAWS = 2000  # proposal draws
 MAX_CENTRES = 5  # the base and the heaviest optima of its mode search
 MAX_DIM = 300  # no check above this dimension (the proposal's densities cost ndim^2 per draw)
 BEYOND_LIMIT = 0.005  # share of the mass beyond the draws that makes a problem
+OPTIMUM_REGION = 0.99  # chi-square quantile of the ellipsoid about an optimum
 
 
 class Beyond(NamedTuple):
     """The mass beyond a run's draws: its share of the total, that share's standard error, the
     Pareto k-hat of the check's importance weights, and the check's own estimate of log Z with
-    its standard error (which sees a phase inside the draws' reach that the run missed)."""
+    its standard error (which sees a phase inside the draws' reach that the run missed), and the
+    largest share of the mass about one optimum that the run's draws lack (zero where each
+    optimum has at least half its share in the run), with its standard error."""
 
     share: float
     se: float
     khat: float
     log_z: float
     log_z_se: float
+    near_optimum: float = 0.0
+    near_optimum_se: float = 0.0
 
 
 def _components(base, modes) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -129,11 +143,41 @@ def mass_beyond_draws(
         log_r = target.logp(draws) - log_q
     log_r = np.where(np.isfinite(log_r), log_r, -np.inf)
     total, total_se = log_mean_exp(log_r)
+    near = _missed_near_optima(getattr(base, "modes", None), x, w, draws, log_r)
     outside = np.where(distance(draws) > radius, log_r, -np.inf)
     if not np.any(np.isfinite(outside)):
-        return Beyond(0.0, 0.0, float("nan"), total, total_se)
+        return Beyond(0.0, 0.0, float("nan"), total, total_se, *near)
     # share = Z_out / (Z + Z_out), from log Z_out and its (relative) standard error
     log_z_out, relative_se = log_mean_exp(outside)
     share = float(expit(log_z_out - log_z))
     return Beyond(share, share * (1.0 - share) * relative_se, importance_khat(outside), total,
-                  total_se)
+                  total_se, *near)
+
+
+def _missed_near_optima(modes, x, w, draws, log_r) -> tuple[float, float]:
+    """The largest share of the mass about one optimum (within its Laplace ellipsoid) that the
+    run's weighted draws ``x, w`` lack, by the self-normalised importance sampler ``draws,
+    log_r``, with its standard error; zero where no optimum holds ``BEYOND_LIMIT`` of the mass,
+    three standard errors and more than twice what the run gave it."""
+    if modes is None or not np.any(np.isfinite(log_r)):
+        return 0.0, 0.0
+    r = np.exp(log_r - np.max(log_r))
+    r /= r.sum()
+    radius = chi2(x.shape[1]).ppf(OPTIMUM_REGION)
+    kish = 1.0 / np.sum(w**2)
+    worst = (0.0, 0.0)
+    for i in np.argsort(-np.asarray(modes.log_mass))[: MAX_CENTRES - 1]:
+        chol = np.linalg.cholesky(modes.cov[i])
+
+        def inside(points, centre=modes.points[i], chol=chol):
+            white = solve_triangular(chol, (points - centre).T, lower=True)
+            return np.sum(white**2, axis=0) <= radius
+
+        near = inside(draws)
+        share = float(r @ near)
+        run = float(w @ inside(x))
+        se = float(np.sqrt(np.sum(r**2 * (near - share) ** 2) + run * (1 - run) / kish))
+        missed = share - run
+        if missed >= BEYOND_LIMIT and missed > 3 * se and run < share / 2 and missed > worst[0]:
+            worst = (missed, se)
+    return worst

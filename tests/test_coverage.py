@@ -1,6 +1,8 @@
 """Mass beyond every draw of a run (``pymc_tempering.coverage``): the slab under a spike that a
 spike-sized base never leaves, against exact answers."""
 
+import dataclasses
+
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
@@ -9,7 +11,8 @@ from checks import K, seed
 from scipy import stats
 
 import pymc_tempering as pmt
-from pymc_tempering.coverage import BEYOND_LIMIT, mass_beyond_draws
+from pymc_tempering.bases.modes import Modes
+from pymc_tempering.coverage import BEYOND_LIMIT, OPTIMUM_REGION, mass_beyond_draws
 from pymc_tempering.target import Target
 
 DIM, SPIKE, SLAB = 5, 0.1, 1.0
@@ -51,6 +54,45 @@ def test_nothing_beyond_draws_of_the_whole_target():
     with pm.Model() as model:
         pm.Normal("x", 0.0, 1.0, shape=DIM)
     beyond = mass_beyond_draws(Target(model), x, np.zeros(4000), 0.0, base, random_seed=seed(4))
+    assert beyond.share < BEYOND_LIMIT
+
+
+def _slab_base_with_the_spike_optimum() -> pmt.Base:
+    """The slab's Gaussian as the base, carrying the one optimum (at 0, the spike's width)."""
+    modes = Modes(points=np.zeros((1, DIM)), log_density=np.zeros(1), log_mass=np.zeros(1),
+                  cov=SPIKE**2 * np.eye(DIM)[None], hits=np.array([32]))
+    return dataclasses.replace(pmt.Base.from_moments(np.zeros(DIM), SLAB**2 * np.eye(DIM)),
+                               modes=modes)
+
+
+def _mixture_draws(share, n, rng):
+    sd = np.where(rng.uniform(size=n) < share, SPIKE, SLAB)
+    return sd[:, None] * rng.standard_normal((n, DIM))
+
+
+def test_a_spike_inside_the_slab_that_the_draws_missed_is_found():
+    """Draws of the slab alone, with the slab's log Z: the spike (5% of the mass) is inside their
+    reach, so nothing lies beyond them and log Z is 0.05 nats off (about the check's own standard
+    error), but the optimum's ellipsoid holds 0.99 of the spike, plus the slab's own share,
+    against the slab draws' share there."""
+    share, rng = 0.05, np.random.default_rng(seed(6))
+    x = _mixture_draws(0.0, 4000, rng)
+    beyond = mass_beyond_draws(Target(spike_and_slab(share)), x, np.zeros(4000), np.log1p(-share),
+                               _slab_base_with_the_spike_optimum(), random_seed=seed(7))
+    radius2 = stats.chi2(DIM).ppf(OPTIMUM_REGION)
+    slab_inside = stats.chi2(DIM).cdf(radius2 * SPIKE**2 / SLAB**2)
+    drawn_inside = np.mean(np.sum(x**2, axis=1) / SPIKE**2 <= radius2)
+    truth = share * OPTIMUM_REGION + (1 - share) * slab_inside - drawn_inside
+    assert 0 < beyond.near_optimum_se < 0.02
+    assert abs(beyond.near_optimum - truth) < K * beyond.near_optimum_se, (beyond, truth)
+
+
+def test_nothing_missed_about_the_optimum_by_draws_of_the_whole_target():
+    share, rng = 0.05, np.random.default_rng(seed(8))
+    x = _mixture_draws(share, 4000, rng)
+    beyond = mass_beyond_draws(Target(spike_and_slab(share)), x, np.zeros(4000), 0.0,
+                               _slab_base_with_the_spike_optimum(), random_seed=seed(9))
+    assert beyond.near_optimum == 0.0
     assert beyond.share < BEYOND_LIMIT
 
 

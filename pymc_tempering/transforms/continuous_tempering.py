@@ -662,7 +662,8 @@ def ct_result(
     beyond = mass_beyond_draws(target, x, log_w1, lml[0], base, random_seed)
     if beyond is not None:  # mass at scales the base never reached (a spike's slab)
         attrs = {**attrs, "mass_beyond_draws": beyond.share, "mass_beyond_draws_se": beyond.se,
-                 "scale_check_log_z": beyond.log_z, "scale_check_log_z_se": beyond.log_z_se}
+                 "scale_check_log_z": beyond.log_z, "scale_check_log_z_se": beyond.log_z_se,
+                 "mass_missed_near_optima": beyond.near_optimum}
     if any(f.complete for f in funnels):
         correction = logsumexp(log_w1 + log_factor) - logsumexp(log_w1)
         attrs = {**attrs, "funnel_correction": float(correction)}
