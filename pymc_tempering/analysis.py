@@ -95,7 +95,8 @@ MAX_MODE_SE = 0.02
 #: evidence: mass the draws never reached (a missed optimum, an incomplete mode search, a
 #: funnel's neck, mass at scales beyond the base's) or could not reach (divergences).
 POSTERIOR_CHECKS = (
-    "missed_mode_mass", "unseen_optima", "funnel_mass", "mass_beyond_draws", "divergences"
+    "missed_mode_mass", "unseen_optima", "funnel_mass", "mass_beyond_draws", "mass_near_optima",
+    "divergences",
 )
 
 
@@ -136,7 +137,7 @@ def posterior_check(idata: DataTree) -> PosteriorCheck:
     - a mode probability with a standard error above :data:`MAX_MODE_SE`;
     - a failed check of :func:`~pymc_tempering.diagnose` that bears on the draws
       (:data:`POSTERIOR_CHECKS`: a missed optimum, an incomplete mode search, a funnel's neck,
-      divergences);
+      mass beyond the draws or about an optimum that they under-represent, divergences);
     - a posterior entry whose weighted mean is worth fewer than :data:`MIN_ESS_PER_CHAIN`
       independent draws per chain (``ess_mean`` of :func:`weighted_summary`, which for a
       stratified result counts the modes' probabilities as known to their standard errors).

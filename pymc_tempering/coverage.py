@@ -18,17 +18,20 @@ from 1% to 99%, where the run's was 0.01 to 4.6 nats low. The share ``Z_out / (Z
 is reported, and so is the whole proposal's estimate of log Z, which also sees a phase within
 the draws' reach that the run missed (a spike inside the slab that the chains sampled).
 :func:`~pymc_tempering.diagnose` flags either from ``BEYOND_LIMIT`` of the mass and three
-standard errors: the run's draws then lack that mass, and its log Z is too low by about
-``-log(1 - share)``. Mass just beyond the farthest of ``n`` draws of a heavy tail, which the
-estimate of log Z does count, is about ``1 / n``, far below the limit.
+standard errors, where the run's log Z, too low by about ``-log(1 - share)`` without that
+mass, is off by more than its own standard error. (Beyond the farthest of ``n`` exact draws
+lies about ``1 / n`` of the mass; a run's tempered draws reach less far into a heavy tail, the
+draws at inverse temperatures below 1 held back by the base: a Gaussian cut by the face of its
+uniform prior box, whose tail in the unconstrained space is exponential, has 1 to 2% of its
+mass beyond every draw, a bias within the run's standard error.)
 
 A phase inside the draws' reach that the chains sampled too rarely (a spike holding 1% of the
 mass in the middle of a slab) changes log Z by less than the check's standard error. The check
 therefore also compares, about each optimum of its proposal, the share of the mass within the
-optimum's Laplace ellipsoid (its ``OPTIMUM_REGION`` chi-square quantile) by importance sampling
-with the run's weighted share there: an optimum holding ``BEYOND_LIMIT`` or more of the mass,
-three standard errors above what the run gave it and more than twice that, is mass the run
-missed.
+optimum's Laplace ellipsoid (its ``OPTIMUM_REGION`` chi-square quantile), by importance
+sampling over the run's log Z, with the run's weighted share there: an optimum holding
+``BEYOND_LIMIT`` or more of the mass, three standard errors above what the run gave it and
+more than twice that, is mass the run missed.
 
 Why by hand: no library offers a scale-mixture importance check of an MCMC run's coverage.
 """
@@ -143,7 +146,7 @@ def mass_beyond_draws(
         log_r = target.logp(draws) - log_q
     log_r = np.where(np.isfinite(log_r), log_r, -np.inf)
     total, total_se = log_mean_exp(log_r)
-    near = _missed_near_optima(getattr(base, "modes", None), x, w, draws, log_r)
+    near = _missed_near_optima(getattr(base, "modes", None), x, w, draws, log_r, log_z)
     outside = np.where(distance(draws) > radius, log_r, -np.inf)
     if not np.any(np.isfinite(outside)):
         return Beyond(0.0, 0.0, float("nan"), total, total_se, *near)
@@ -154,15 +157,16 @@ def mass_beyond_draws(
                   total_se, *near)
 
 
-def _missed_near_optima(modes, x, w, draws, log_r) -> tuple[float, float]:
+def _missed_near_optima(modes, x, w, draws, log_r, log_z) -> tuple[float, float]:
     """The largest share of the mass about one optimum (within its Laplace ellipsoid) that the
-    run's weighted draws ``x, w`` lack, by the self-normalised importance sampler ``draws,
-    log_r``, with its standard error; zero where no optimum holds ``BEYOND_LIMIT`` of the mass,
-    three standard errors and more than twice what the run gave it."""
+    run's weighted draws ``x, w`` lack, with its standard error: the importance sampler's
+    (``draws, log_r``) mass there over the run's ``exp(log_z)``, less the run's share there.
+    Zero where no optimum holds ``BEYOND_LIMIT`` of the mass, three standard errors and more
+    than twice what the run gave it. (Over the run's total, not the sampler's: with more
+    optima than the sampler's centres, as 18 peaks, the sampler's own total misses some of
+    them, and the share of those it covers would come out too large.)"""
     if modes is None or not np.any(np.isfinite(log_r)):
         return 0.0, 0.0
-    r = np.exp(log_r - np.max(log_r))
-    r /= r.sum()
     radius = chi2(x.shape[1]).ppf(OPTIMUM_REGION)
     kish = 1.0 / np.sum(w**2)
     worst = (0.0, 0.0)
@@ -174,9 +178,12 @@ def _missed_near_optima(modes, x, w, draws, log_r) -> tuple[float, float]:
             return np.sum(white**2, axis=0) <= radius
 
         near = inside(draws)
-        share = float(r @ near)
+        if not np.any(near & np.isfinite(log_r)):
+            continue
+        log_z_near, relative_se = log_mean_exp(np.where(near, log_r, -np.inf))
+        share = float(np.exp(log_z_near - log_z))
         run = float(w @ inside(x))
-        se = float(np.sqrt(np.sum(r**2 * (near - share) ** 2) + run * (1 - run) / kish))
+        se = float(np.hypot(share * relative_se, np.sqrt(run * (1 - run) / kish)))
         missed = share - run
         if missed >= BEYOND_LIMIT and missed > 3 * se and run < share / 2 and missed > worst[0]:
             worst = (missed, se)

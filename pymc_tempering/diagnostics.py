@@ -130,7 +130,11 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
       (:mod:`pymc_tempering.coverage`): the mass beyond every draw (in the Mahalanobis
       distance of the weighted draws), or the sampler's log Z above the run's by more than
       three standard errors, or the mass within an optimum's Laplace ellipsoid more than
-      twice the draws' share there; a problem from 0.005 (and three of its standard errors).
+      twice the draws' share there; a problem from 0.005 (and three of its standard errors)
+      where the bias it makes, ``-log(1 - share)``, exceeds the run's standard error.
+    - ``mass_near_optima``: that share about one optimum where the weighted draws hold less than
+      half of it; a problem for the draws (a mode's probability is off) and, through
+      ``mass_beyond_draws``, for the evidence where it biases it beyond its standard error.
     - ``flat_directions``: with an improper prior, the coordinate directions (each way) in
       which the log density's profile does not fall far from the weighted draws
       (:func:`~pymc_tempering.target.flat_directions`); a problem when there is any: the joint
@@ -283,9 +287,11 @@ def _check_beyond(checks: _Checks, attrs) -> None:
     # an optimum's region the draws under-represent (a spike inside the slab, sampled rarely)
     near = float(attrs.get("mass_missed_near_optima", 0.0))
     missed = max(share, -np.expm1(-gap) if gap > 3 * gap_se else 0.0, near)
-    ok = missed < BEYOND_LIMIT or (share <= 3 * se and gap <= 3 * gap_se and near == 0.0)
+    bias = -np.log1p(-min(missed, 0.999))  # what the missed mass takes off log Z
+    ok = (missed < BEYOND_LIMIT or (share <= 3 * se and gap <= 3 * gap_se and near == 0.0)
+          or bias <= float(attrs["log_marginal_likelihood_se"]))
     checks.add(
-        "mass_beyond_draws", missed, f"< {BEYOND_LIMIT} or 3 SE", ok,
+        "mass_beyond_draws", missed, f"< {BEYOND_LIMIT}, 3 SE or a bias within the SE", ok,
         "share of the mass the draws never reached, seen by a proposal at 1 to 64 times the "
         "base's widths",
     )
@@ -297,10 +303,33 @@ def _check_beyond(checks: _Checks, attrs) -> None:
             f"{attrs['scale_check_log_z']:.3f} ± {attrs['scale_check_log_z_se']:.3f}, "
             f"{share:.1%} ± {se:.1%} of it beyond every draw, {near:.1%} more about an optimum "
             "than the draws hold there). The log marginal likelihood is "
-            f"too low by about {-np.log1p(-min(missed, 0.999)):.2f} nats and the posterior "
+            f"too low by about {bias:.2f} nats and the posterior "
             "lacks that mass, while the standard error does not show it. Pass a base that "
             "covers those scales (pmt.Base.from_moments with their covariance)."
         )
+    _check_near_optima(checks, near, reported=not ok)
+
+
+def _check_near_optima(checks: _Checks, near: float, reported: bool) -> None:
+    """The mass about an optimum that the weighted draws under-represent: a problem for the
+    posterior (its share of that region is off), for the evidence only through
+    ``mass_beyond_draws``."""
+    checks.add(
+        "mass_near_optima", near, "0", near == 0.0,
+        "share of the mass within an optimum's Laplace ellipsoid that the weighted draws lack "
+        "(where they hold less than half of it)",
+    )
+    if near > 0.0 and not reported:
+        problem = (
+            f"About {near:.1%} of the target's mass lies about one of the optima (within its "
+            "Laplace ellipsoid, by an importance sampler over the run's log Z) that the "
+            "weighted draws give less than half of: the posterior's share of that region, a "
+            "mode's probability say, is off by about as much. The log marginal likelihood is "
+            "not affected beyond its standard error. Longer runs (draws) visit the modes more "
+            "evenly."
+        )
+        checks.problems.append(problem)
+        checks.draws_only.append(problem)
 
 
 def _check_temperature_ends(checks: _Checks, beta: np.ndarray, near: float) -> None:

@@ -96,6 +96,29 @@ def test_nothing_missed_about_the_optimum_by_draws_of_the_whole_target():
     assert beyond.share < BEYOND_LIMIT
 
 
+def test_a_mode_that_the_weights_under_represent_is_found():
+    """Two unit Gaussians at -3 and +3 with half the mass each; a run whose draws give the left
+    one a tenth. Its ellipsoid holds 0.99 of its half by the check (over the run's log Z, here
+    exact), against the draws' share there."""
+    with pm.Model() as model:
+        x = pm.Flat("x", shape=2)
+        left = pt.sum(pm.logp(pm.Normal.dist(0.0, 1.0), x - np.array([-3.0, 0.0])))
+        right = pt.sum(pm.logp(pm.Normal.dist(0.0, 1.0), x - np.array([3.0, 0.0])))
+        pm.Potential("modes", pt.logaddexp(left, right) - np.log(2.0))
+    rng = np.random.default_rng(seed(10))
+    x = rng.standard_normal((4000, 2)) + np.where(np.arange(4000) < 400, -3.0, 3.0)[:, None] * [1, 0]
+    centres = np.array([[-3.0, 0.0], [3.0, 0.0]])
+    modes = Modes(points=centres, log_density=np.zeros(2), log_mass=np.zeros(2),
+                  cov=np.stack([np.eye(2)] * 2), hits=np.array([16, 16]))
+    base = dataclasses.replace(pmt.Base.from_moments(np.zeros(2), np.diag([10.0, 1.0])), modes=modes)
+    beyond = mass_beyond_draws(Target(model), x, np.zeros(4000), 0.0, base, random_seed=seed(11))
+    radius2 = stats.chi2(2).ppf(OPTIMUM_REGION)
+    drawn_left = np.mean(np.sum((x - centres[0]) ** 2, axis=1) <= radius2)
+    truth = 0.5 * OPTIMUM_REGION - drawn_left
+    assert beyond.near_optimum_se < 0.05
+    assert abs(beyond.near_optimum - truth) < K * beyond.near_optimum_se, (beyond, truth)
+
+
 def test_sample_ct_says_a_missed_slab_makes_it_unreliable():
     """At the defaults the base is the spike's Laplace Gaussian, and a run whose chains never
     leave the spike estimates log(0.5) with a tiny standard error. Whatever the chains do, the

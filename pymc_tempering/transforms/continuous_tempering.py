@@ -462,11 +462,11 @@ DRAWS_GROWTH = 4.0  # most growth of the draws per extension for target_se
 MISSED_MODE_GROWTH = 2.0  # growth of the draws in an extension after a missed mode
 # Failed checks that no refit of the base mends: the weights' tail, the standard error (which
 # longer chains mend), a missed mode (a widened base), an incomplete mode search (the base's own)
-# and a funnel's neck that NUTS does not enter or mass beyond every draw (a higher target_accept
-# does not enter it either, and a refit to draws that lack it cannot add it).
+# and a funnel's neck that NUTS does not enter or mass beyond every draw or about an optimum (a
+# higher target_accept does not enter it either, and a refit to draws that lack it cannot add it).
 NOT_REFIT = frozenset(
     {"divergences", "pareto_khat", "missed_mode_mass", "standard_error", "unseen_optima",
-     "funnel_mass", "mass_beyond_draws"}
+     "funnel_mass", "mass_beyond_draws", "mass_near_optima"}
 )
 
 
@@ -659,11 +659,6 @@ def ct_result(
     # the profile's mass in each neck in place of what the draws hold there (log f = 0 without)
     log_factor, factor_error = funnel_correction(x, log_w1, funnels)
     lml = log_marginal_likelihood_ct(delta, log_zeta, log_factor, factor_error)
-    beyond = mass_beyond_draws(target, x, log_w1, lml[0], base, random_seed)
-    if beyond is not None:  # mass at scales the base never reached (a spike's slab)
-        attrs = {**attrs, "mass_beyond_draws": beyond.share, "mass_beyond_draws_se": beyond.se,
-                 "scale_check_log_z": beyond.log_z, "scale_check_log_z_se": beyond.log_z_se,
-                 "mass_missed_near_optima": beyond.near_optimum}
     if any(f.complete for f in funnels):
         correction = logsumexp(log_w1 + log_factor) - logsumexp(log_w1)
         attrs = {**attrs, "funnel_correction": float(correction)}
@@ -675,6 +670,12 @@ def ct_result(
         log_w1 = strata.log_weight
         groups["mode_probabilities"] = strata_group(strata)
         stats_["mode_region"] = strata.region
+    # mass at scales the base never reached (a spike's slab), against the final weights
+    beyond = mass_beyond_draws(target, x, log_w1, lml[0], base, random_seed)
+    if beyond is not None:
+        attrs = {**attrs, "mass_beyond_draws": beyond.share, "mass_beyond_draws_se": beyond.se,
+                 "scale_check_log_z": beyond.log_z, "scale_check_log_z_se": beyond.log_z_se,
+                 "mass_missed_near_optima": beyond.near_optimum}
     return build_result(
         sampled,
         target,
