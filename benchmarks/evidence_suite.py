@@ -1060,6 +1060,9 @@ def plot(data, path: Path):
         errors = [abs(r["error"]) for r in data["runs"] if r["problem"] == name and r.get("error") is not None]
         if errors and max(errors) > 3:  # a missed mode can be off by tens of nats
             ax.set_yscale("symlog", linthresh=1.0)
+            low, high = ax.get_ylim()
+            ax.set_yticks([v for v in (-20, -10, -5, -2, -1, -0.5, 0, 0.5, 1, 2, 5, 10, 20)
+                           if low <= v <= high])
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         seeds = sorted({r["seed"] for r in data["runs"]})
         ax.set_xticks(seeds)

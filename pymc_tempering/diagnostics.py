@@ -287,7 +287,8 @@ def _check_beyond(checks: _Checks, attrs) -> None:
     # an optimum's region the draws under-represent (a spike inside the slab, sampled rarely)
     near = float(attrs.get("mass_missed_near_optima", 0.0))
     missed = max(share, -np.expm1(-gap) if gap > 3 * gap_se else 0.0, near)
-    bias = -np.log1p(-min(missed, 0.999))  # what the missed mass takes off log Z
+    # what the missed mass takes off log Z: the check's own log Z above the run's, where it is
+    bias = gap if gap > 3 * gap_se else -np.log1p(-min(missed, 0.99))
     ok = (missed < BEYOND_LIMIT or (share <= 3 * se and gap <= 3 * gap_se and near == 0.0)
           or bias <= float(attrs["log_marginal_likelihood_se"]))
     checks.add(
