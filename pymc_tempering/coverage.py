@@ -160,8 +160,9 @@ def mass_beyond_draws(
 def _missed_near_optima(modes, x, w, draws, log_r, log_z) -> tuple[float, float]:
     """The largest share of the mass about one optimum (within its Laplace ellipsoid) that the
     run's weighted draws ``x, w`` lack, with its standard error: the importance sampler's
-    (``draws, log_r``) mass there over the run's ``exp(log_z)`` (at most 1), less the run's
-    share there.
+    (``draws, log_r``) mass there in units of the run's ``exp(log_z)``, less the run's share
+    there, over the total the run would have with that difference (one where it had the mass
+    and put it elsewhere: then the share is understated, as a tenth for a half becomes 0.28).
     Zero where no optimum holds ``BEYOND_LIMIT`` of the mass, three standard errors and more
     than twice what the run gave it. (Over the run's total, not the sampler's: with more
     optima than the sampler's centres, as 18 peaks, the sampler's own total misses some of
@@ -182,11 +183,11 @@ def _missed_near_optima(modes, x, w, draws, log_r, log_z) -> tuple[float, float]
         if not np.any(near & np.isfinite(log_r)):
             continue
         log_z_near, relative_se = log_mean_exp(np.where(near, log_r, -np.inf))
-        # in units of the run's Z, at most all of it (a run that missed nearly all the mass)
-        share = min(float(np.exp(log_z_near - log_z)), 1.0)
+        mass = float(np.exp(log_z_near - log_z))  # in units of the run's Z
         run = float(w @ inside(x))
-        missed = share - run
-        se = float(np.hypot(share * relative_se, np.sqrt(run * (1 - run) / kish)))
-        if missed >= BEYOND_LIMIT and missed > 3 * se and run < share / 2 and missed > worst[0]:
+        total = 1.0 + max(mass - run, 0.0)  # the run's Z and what it lacks there
+        missed = (mass - run) / total
+        se = float(np.hypot(mass * relative_se, np.sqrt(run * (1 - run) / kish))) / total
+        if missed >= BEYOND_LIMIT and missed > 3 * se and run < mass / 2 and missed > worst[0]:
             worst = (missed, se)
     return worst

@@ -51,8 +51,10 @@ def test_boltzmann_relaxation_normalizing_constant_at_the_defaults(n_units, mach
 
     On the 10-unit machine about half of the mode search's 128 runs reach an optimum no other
     run reached, the Good-Turing limit of ``unseen_optima``: some seeds pass it and some do not
-    (PMT_TEST_SEED 4 and 5: 65 and 67 singletons, estimates 1 SE from the truth). Incompleteness
-    of the search is the one problem allowed; the estimate must be right at every seed."""
+    (PMT_TEST_SEED 4 and 5: 65 and 67 singletons, estimates 1 SE from the truth), and a run
+    may miss some of the optima's mass, which ``mass_beyond_draws`` sees (seed 22: 0.22 nats
+    low with SE 0.12, 14% missed). Those are the problems allowed; the estimate must be right
+    within its standard error at every seed."""
     w, b = boltzmann_machine(n_units, np.random.default_rng(machine))
     q, d = boltzmann_relaxation(w, b)
     log_z = boltzmann_relaxation_truth(w, b, q, d)[0]
@@ -61,8 +63,10 @@ def test_boltzmann_relaxation_normalizing_constant_at_the_defaults(n_units, mach
                               progressbar=False)
     result = pmt.log_normalizing_constant(idata)
     assert idata.attrs["flat_directions"] == 0
-    assert result.reliable or all("mode search is far from complete" in p
-                                  for p in result.problems), result.problems
+    allowed = ("mode search is far from complete", "no draw of the run went")
+    assert result.reliable or all(any(a in p for a in allowed) for p in result.problems), (
+        result.problems
+    )
     assert result.standard_error < 0.5
     assert_within_se(result.estimate, log_z, result.standard_error, what="relaxation log Z")
     with pytest.raises(ValueError, match="log_normalizing_constant"):
