@@ -300,7 +300,10 @@ def importance_khat(log_weight) -> float:
     if finite.size < 10:
         return float("nan")
     try:
-        khat = float(array_stats.psislw(-finite)[1])  # psislw smooths exp(-input): pass -log w
+        # psislw smooths exp(-input): pass -log w; its smoothing of a tail with a very large
+        # k-hat overflows (inf), which the k-hat itself does not use
+        with np.errstate(over="ignore"):
+            khat = float(array_stats.psislw(-finite)[1])
     except ValueError:  # a flat tail: nothing heavy there
         return float("nan")
     if np.exp(finite.max() - (logsumexp(finite) - np.log(lw.size))) <= BOUNDED_RATIO:
