@@ -45,7 +45,7 @@ from scipy.linalg import solve_triangular
 from scipy.special import expit, logsumexp
 from scipy.stats import chi2
 
-from pymc_tempering.estimators import importance_khat, log_mean_exp
+from pymc_tempering.estimators import log_mean_exp
 from pymc_tempering.target import Target
 
 __all__ = ["Beyond", "mass_beyond_draws", "BEYOND_LIMIT"]
@@ -60,26 +60,33 @@ OPTIMUM_REGION = 0.99  # chi-square quantile of the ellipsoid about an optimum
 
 
 class Beyond(NamedTuple):
-    """The mass beyond a run's draws: its share of the total, that share's standard error, the
-    Pareto k-hat of the check's importance weights, and the check's own estimate of log Z with
-    its standard error (which sees a phase inside the draws' reach that the run missed), and the
+    """The mass beyond a run's draws: its share of the total, that share's standard error, and
+    the check's own estimate of log Z with its standard error (which sees a phase inside the draws' reach that the run missed), and the
     largest share of the mass about one optimum that the run's draws lack (zero where each
     optimum has at least half its share in the run), with its standard error."""
 
     share: float
     se: float
-    khat: float
     log_z: float
     log_z_se: float
     near_optimum: float = 0.0
     near_optimum_se: float = 0.0
 
 
+def _heaviest(modes) -> np.ndarray:
+    """The indices of the optima that are centres of the proposal, the heaviest first."""
+    return np.argsort(-np.asarray(modes.log_mass))[: MAX_CENTRES - 1]
+
+
+def _squared_distance(points, centre, chol) -> np.ndarray:
+    """Squared Mahalanobis distances of ``points`` from ``centre`` under ``chol @ chol.T``."""
+    return np.sum(solve_triangular(chol, (points - centre).T, lower=True) ** 2, axis=0)
+
+
 def _components(base, modes) -> list[tuple[np.ndarray, np.ndarray]]:
     centres = [(np.asarray(base.mean, float), np.atleast_2d(np.asarray(base.cov, float)))]
     if modes is not None:
-        heaviest = np.argsort(-np.asarray(modes.log_mass))[: MAX_CENTRES - 1]
-        centres += [(modes.points[i], modes.cov[i]) for i in heaviest]
+        centres += [(modes.points[i], modes.cov[i]) for i in _heaviest(modes)]
     scales = SCALE_FACTOR ** (2 * np.arange(N_SCALES))
     return [(mean, cov * s) for mean, cov in centres for s in scales]
 
@@ -94,8 +101,7 @@ def _proposal(components, n, rng):
         x[which == k] = mean + z[which == k] @ chol.T
     parts = []
     for (mean, _), chol in zip(components, chols, strict=True):
-        white = solve_triangular(chol, (x - mean).T, lower=True)
-        parts.append(-0.5 * np.sum(white**2, axis=0) - np.sum(np.log(np.diag(chol))))
+        parts.append(-0.5 * _squared_distance(x, mean, chol) - np.sum(np.log(np.diag(chol))))
     log_q = logsumexp(np.stack(parts), axis=0) - np.log(len(components))
     return x, log_q - 0.5 * x.shape[1] * np.log(2 * np.pi)
 
@@ -131,30 +137,26 @@ def mass_beyond_draws(
     w /= w.sum()
     mean = w @ x
     cov = np.atleast_2d(np.cov(x, rowvar=False, aweights=w))
+    modes = getattr(base, "modes", None)
     try:
         chol = np.linalg.cholesky(cov)
-        components = _components(base, getattr(base, "modes", None))
-        draws, log_q = _proposal(components, N_DRAWS, np.random.default_rng(random_seed))
+        draws, log_q = _proposal(_components(base, modes), N_DRAWS,
+                                 np.random.default_rng(random_seed))
     except np.linalg.LinAlgError:
         return None
-
-    def distance(points):
-        return np.sum(solve_triangular(chol, (points - mean).T, lower=True) ** 2, axis=0)
-
-    radius = distance(x).max()
+    radius = _squared_distance(x, mean, chol).max()
     with np.errstate(all="ignore"):
         log_r = target.logp(draws) - log_q
     log_r = np.where(np.isfinite(log_r), log_r, -np.inf)
     total, total_se = log_mean_exp(log_r)
-    near = _missed_near_optima(getattr(base, "modes", None), x, w, draws, log_r, log_z)
-    outside = np.where(distance(draws) > radius, log_r, -np.inf)
+    near = _missed_near_optima(modes, x, w, draws, log_r, log_z)
+    outside = np.where(_squared_distance(draws, mean, chol) > radius, log_r, -np.inf)
     if not np.any(np.isfinite(outside)):
-        return Beyond(0.0, 0.0, float("nan"), total, total_se, *near)
+        return Beyond(0.0, 0.0, total, total_se, *near)
     # share = Z_out / (Z + Z_out), from log Z_out and its (relative) standard error
     log_z_out, relative_se = log_mean_exp(outside)
     share = float(expit(log_z_out - log_z))
-    return Beyond(share, share * (1.0 - share) * relative_se, importance_khat(outside), total,
-                  total_se, *near)
+    return Beyond(share, share * (1.0 - share) * relative_se, total, total_se, *near)
 
 
 def _missed_near_optima(modes, x, w, draws, log_r, log_z) -> tuple[float, float]:
@@ -172,19 +174,14 @@ def _missed_near_optima(modes, x, w, draws, log_r, log_z) -> tuple[float, float]
     radius = chi2(x.shape[1]).ppf(OPTIMUM_REGION)
     kish = 1.0 / np.sum(w**2)
     worst = (0.0, 0.0)
-    for i in np.argsort(-np.asarray(modes.log_mass))[: MAX_CENTRES - 1]:
+    for i in _heaviest(modes):
         chol = np.linalg.cholesky(modes.cov[i])
-
-        def inside(points, centre=modes.points[i], chol=chol):
-            white = solve_triangular(chol, (points - centre).T, lower=True)
-            return np.sum(white**2, axis=0) <= radius
-
-        near = inside(draws)
+        near = _squared_distance(draws, modes.points[i], chol) <= radius
         if not np.any(near & np.isfinite(log_r)):
             continue
         log_z_near, relative_se = log_mean_exp(np.where(near, log_r, -np.inf))
         mass = float(np.exp(log_z_near - log_z))  # in units of the run's Z
-        run = float(w @ inside(x))
+        run = float(w @ (_squared_distance(x, modes.points[i], chol) <= radius))
         total = 1.0 + max(mass - run, 0.0)  # the run's Z and what it lacks there
         missed = (mass - run) / total
         se = float(np.hypot(mass * relative_se, np.sqrt(run * (1 - run) / kish))) / total
