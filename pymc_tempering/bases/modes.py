@@ -103,10 +103,10 @@ def find_modes(
 
     L-BFGS (:func:`scipy.optimize.minimize`) on the flat unconstrained space from ``n_starts``
     prior draws (where the prior cannot be drawn from, as with ``pm.Flat``, from points spread
-    about the model's initial point: :func:`starts_without_prior`). A run counts when it converged to a finite local maximum (the Hessian, by
-    central differences of the gradient, is negative definite up to the flooring described in
-    :class:`Modes`); one that runs off to infinity (the spike of a centred hierarchical model)
-    or stops at a saddle does not. Optima that agree within a tenth of their Laplace standard
+    about the model's initial point: :func:`starts_without_prior`). A run counts when it
+    converged to a finite local maximum (the Hessian, by central differences of the gradient,
+    is negative definite up to the flooring described in :class:`Modes`); one that runs off to
+    infinity (the spike of a centred hierarchical model) or stops at a saddle does not. Optima that agree within a tenth of their Laplace standard
     deviations are one.
 
     Parameters
@@ -156,11 +156,8 @@ def search_modes(target: Target, n_starts: int, random_seed, starts=None):
     negative = negative_log_density(target)
     optima, ends = [], []
     for start in starts:
-        with np.errstate(all="ignore"):
-            res = optimize.minimize(
-                negative, start, jac=True, method="L-BFGS-B", options={"maxiter": MODE_MAX_ITER}
-            )
-        if np.isfinite(res.fun) and res.fun < 1e299:
+        res = _climb(negative, start)
+        if res is not None:
             (optima if res.success else ends).append((-float(res.fun), res.x))
     optima.sort(key=lambda f: -f[0])
     kept: list = []  # [log density, point, Laplace covariance, runs that reached it]
@@ -229,10 +226,10 @@ def starts_without_prior(target: Target, n: int, random_seed) -> np.ndarray | No
     missed the mass.
     """
     x0 = target.ravel(target.model.initial_point())
-    optimum = _climb(target, x0)
-    if optimum is None:
+    res = _climb(negative_log_density(target), x0)
+    if res is None:
         return None
-    hess, _ = hessian(target, optimum)
+    hess, _ = hessian(target, res.x)
     curvature = -np.diag(hess)
     curved = np.isfinite(curvature) & (curvature > 0)
     sd = np.ones(target.ndim)
@@ -243,14 +240,15 @@ def starts_without_prior(target: Target, n: int, random_seed) -> np.ndarray | No
     return x0 + START_SPREAD * sd * noise
 
 
-def _climb(target: Target, start: np.ndarray) -> np.ndarray | None:
-    """The end of an L-BFGS run from ``start``; ``None`` where the log density is not finite."""
+def _climb(negative, start: np.ndarray):
+    """The L-BFGS run of the mode search from ``start`` on ``negative``
+    (:func:`~pymc_tempering.target.negative_log_density`): SciPy's result, ``None`` where it
+    ended where the log density is not finite."""
     with np.errstate(all="ignore"):
         res = optimize.minimize(
-            negative_log_density(target), start, jac=True, method="L-BFGS-B",
-            options={"maxiter": MODE_MAX_ITER},
+            negative, start, jac=True, method="L-BFGS-B", options={"maxiter": MODE_MAX_ITER}
         )
-    return res.x if np.isfinite(res.fun) and res.fun < 1e299 else None
+    return res if np.isfinite(res.fun) and res.fun < 1e299 else None
 
 
 def _spikes(ends: list, centre: np.ndarray, prior_sd: np.ndarray) -> tuple:
