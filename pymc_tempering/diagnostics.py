@@ -15,6 +15,7 @@ from scipy import stats
 from xarray import DataTree
 
 from pymc_tempering.estimators import (
+    KHAT_LIMIT,
     beyond_edge,
     kish_ess,
     log_ratio_of_means,
@@ -40,7 +41,6 @@ FUNNEL_Z = 2.5
 # Good-Turing chance that a new run of the base's mode search finds an optimum not found yet
 # (Modes.unseen) above which the search is too incomplete to vouch for the estimate
 UNSEEN_OPTIMA_LIMIT = 0.5
-KHAT_LIMIT = 0.7  # Pareto k-hat above this: the weights' variance is unreliable (PSIS rule)
 FAMILY_P = 1e-3  # family-wise false-alarm rate of the z-score and chi-square checks
 
 
@@ -286,9 +286,10 @@ def _check_beyond(checks: _Checks, attrs) -> None:
     gap_se = float(np.hypot(attrs["scale_check_log_z_se"], attrs["log_marginal_likelihood_se"]))
     # an optimum's region the draws under-represent (a spike inside the slab, sampled rarely)
     near = float(attrs.get("mass_missed_near_optima", 0.0))
-    missed = max(share, -np.expm1(-gap) if gap > 3 * gap_se else 0.0, near)
+    above = gap > 3 * gap_se
+    missed = max(share, -np.expm1(-gap) if above else 0.0, near)
     # what the missed mass takes off log Z: the check's own log Z above the run's, where it is
-    bias = gap if gap > 3 * gap_se else -np.log1p(-min(missed, 0.99))
+    bias = gap if above else -np.log1p(-min(missed, 0.99))
     ok = (missed < BEYOND_LIMIT or (share <= 3 * se and gap <= 3 * gap_se and near == 0.0)
           or bias <= float(attrs["log_marginal_likelihood_se"]))
     checks.add(
