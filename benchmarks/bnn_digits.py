@@ -83,7 +83,7 @@ except ImportError as err:  # pragma: no cover - depends on the environment
         "pip install -e '.[bench]'  (or: pip install scikit-learn)"
     ) from err
 
-from pymc_tempering.dynamics.tact import sample_tact  # noqa: E402
+from pymc_tempering.methods.tact import sample_tact  # noqa: E402
 from pymc_tempering.target import Target  # noqa: E402
 
 OUT = Path(__file__).parent / "results"

@@ -42,7 +42,7 @@ from pymc_tempering.datasets import (
     radon_model,
 )
 from pymc_tempering.estimators import ct_log_weights
-from pymc_tempering.transforms import continuous_tempering as ct_module
+from pymc_tempering.extended import tempered as ct_module
 
 CAPTURED: dict = {}
 

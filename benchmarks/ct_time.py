@@ -50,7 +50,7 @@ from pymc_tempering.datasets import (  # noqa: E402
 )
 from pymc_tempering.bases import fit as fit_module  # noqa: E402
 from pymc_tempering.bases import modes as modes_module  # noqa: E402
-from pymc_tempering.transforms import continuous_tempering as ct_module  # noqa: E402
+from pymc_tempering.extended import tempered as ct_module  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "ct_time.json"
 PHASES = ("mode search", "ADVI", "log_zeta", "NUTS compile", "NUTS sampling")

@@ -42,7 +42,7 @@ import sys
 import numpy as np
 
 import pymc_tempering as pmt
-from pymc_tempering.dynamics.ergodic import fit_ergodic
+from pymc_tempering.methods.ergodic import fit_ergodic
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 from targets import (  # noqa: E402  (the targets the tests use: tests/targets.py)

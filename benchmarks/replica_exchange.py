@@ -13,7 +13,7 @@ import numpy as np
 import pymc as pm
 from arviz_stats.base.array import array_stats
 
-from pymc_tempering.dynamics.replica_exchange import sample_replica_exchange
+from pymc_tempering.methods.replica_exchange import sample_replica_exchange
 
 MEANS, SD, W = np.array([-6.0, -2.0, 2.0, 6.0]), 0.6, np.array([0.1, 0.2, 0.3, 0.4])
 

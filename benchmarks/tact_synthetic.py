@@ -28,7 +28,7 @@ import pymc as pm
 from arviz_stats.base.array import array_stats
 from scipy.stats import norm
 
-from pymc_tempering.dynamics.tact import sample_tact
+from pymc_tempering.methods.tact import sample_tact
 from pymc_tempering.kernels.thermostats import TACTSettings, thermostat_reference
 
 OUT = Path(__file__).parent / "results"

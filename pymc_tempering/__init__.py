@@ -1,6 +1,6 @@
 """pymc_tempering: tempering methods for PyMC models, with weighted draws and marginal likelihoods.
 
-Public API only; each method lives in its own module.
+Public API only; each method is a package of :mod:`pymc_tempering.methods`.
 """
 
 from pymc_tempering.analysis import (
@@ -29,22 +29,18 @@ from pymc_tempering.bases import (
 from pymc_tempering.plots import plot_inverse_temperature, plot_joint, plot_log_marginal_likelihood
 from pymc_tempering.contract import DivergenceError, NonFiniteGradientError
 from pymc_tempering.target import Target
-from pymc_tempering.transforms.continuous_tempering import (
-    continuously_tempered_model,
-    sample_ct,
-)
-from pymc_tempering.transforms.pseudo_extended import pseudo_extended_model, sample_pe
-
-from pymc_tempering.step_methods.gibbs_inverse_temperature import (
+from pymc_tempering.methods.ct import continuously_tempered_model, sample_ct
+from pymc_tempering.methods.gibbs_ct import (
     GibbsInverseTemperature,
     gibbs_tempered_model,
     sample_gibbs_ct,
 )
-from pymc_tempering.dynamics.ais import sample_ais
-from pymc_tempering.dynamics.simulated_tempering import sample_simulated_tempering
-from pymc_tempering.dynamics.ergodic import ErgodicApproximation, fit_ergodic
-from pymc_tempering.dynamics.tact import sample_tact
-from pymc_tempering.dynamics.replica_exchange import sample_replica_exchange
+from pymc_tempering.methods.pseudo_extended import pseudo_extended_model, sample_pe
+from pymc_tempering.methods.ais import sample_ais
+from pymc_tempering.methods.simulated_tempering import sample_simulated_tempering
+from pymc_tempering.methods.ergodic import ErgodicApproximation, fit_ergodic
+from pymc_tempering.methods.tact import sample_tact
+from pymc_tempering.methods.replica_exchange import sample_replica_exchange
 from pymc_tempering.sweep import Sweep, sample_many
 
 __version__ = "0.1.0"

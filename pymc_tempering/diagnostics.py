@@ -157,13 +157,13 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
     - ``funnel_mass``: when the base's mode search climbed a spike (a centred group's scale
       run off towards 0) that the draws stay far from, the share of the target's mass on the
       spike's side of the draws that they never reached, from a profile Laplace approximation
-      of the target along it (:func:`~pymc_tempering.transforms.funnel.funnel_mass`); a
+      of the target along it (:func:`~pymc_tempering.extended.funnel.funnel_mass`); a
       problem from 0.05 and 2.5 of its standard errors (``funnel_mass_se``: the Monte Carlo
       error of the draws' quartiles and the importance sampling's). The neck of a funnel that
       NUTS never enters gives neither divergences nor disagreeing chains. Continuous
       tempering's log marginal likelihood takes the neck's mass from the profile in any case
       (root attr ``funnel_correction``,
-      :func:`~pymc_tempering.transforms.funnel.funnel_correction`), so this problem is one of
+      :func:`~pymc_tempering.extended.funnel.funnel_correction`), so this problem is one of
       the draws alone (``Diagnosis.draws_only``): their summaries lack the neck, the evidence
       does not. So are divergences when every one ended at a draw beyond such a corrected
       neck's edge.

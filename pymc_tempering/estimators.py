@@ -166,7 +166,7 @@ def log_marginal_likelihood_ct(
 
     ``log Z = log zeta + log(sum w1 / sum w0)``, or with a per-draw factor ``f`` on the
     target's weights, ``log zeta + log(sum w1 f / sum w0)``
-    (:func:`~pymc_tempering.transforms.funnel.funnel_correction`).
+    (:func:`~pymc_tempering.extended.funnel.funnel_correction`).
 
     Parameters
     ----------
@@ -276,7 +276,7 @@ def stratified_mean(
 def beyond_edge(u, edge: float, inner: float) -> np.ndarray:
     """Whether each value of ``u`` lies beyond ``edge`` on the side away from ``inner``: in a
     funnel's neck, past the draws' quartile (``edge``) towards the spike, ``inner`` being their
-    other quartile (:func:`~pymc_tempering.transforms.funnel.funnel_mass`)."""
+    other quartile (:func:`~pymc_tempering.extended.funnel.funnel_mass`)."""
     return np.sign(edge - inner) * (np.asarray(u, dtype=float) - edge) > 0
 
 

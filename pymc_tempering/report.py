@@ -24,6 +24,7 @@ from pymc_tempering.target import Target, full_data_energies
 __all__ = [
     "warn_problems",
     "judge_posterior",
+    "warn_weighted",
     "warn_convergence",
     "warn_missed_modes",
 ]
@@ -46,6 +47,15 @@ def judge_posterior(result, method: str) -> None:
     result.attrs["posterior_problems"] = "; ".join(check.problems)
     for problem in check.problems:
         warn(f"{method}: {problem}.")
+
+
+def warn_weighted(result) -> DataTree:
+    """The verdicts of a run with weighted draws, given once: a warning per problem
+    :func:`~pymc_tempering.diagnose` finds, and the posterior's verdict
+    (:func:`judge_posterior`, stored in ``result.attrs``). Returns ``result``."""
+    warn_problems(result)
+    judge_posterior(result, result.attrs["method"])
+    return result
 
 
 def warn_convergence(result: DataTree, model, method: str) -> None:

@@ -211,7 +211,7 @@ def base_group(
     ``mode_point`` (mode, flat), ``mode_log_density``, ``mode_log_mass`` and ``mode_hits``
     (mode: the search's runs that reached each) and ``mode_variance`` (mode, flat: the
     diagonals of their Laplace covariances). With ``funnels`` (what
-    :func:`~pymc_tempering.transforms.funnel.funnel_mass` returned for the run), ``funnel_mass``,
+    :func:`~pymc_tempering.extended.funnel.funnel_mass` returned for the run), ``funnel_mass``,
     ``funnel_edge``, ``funnel_inner`` (the band's other end), ``funnel_index`` (the flat
     coordinate), ``funnel_mass_se`` and ``funnel_tail_ratio`` (NaN where the profile's tail is
     incomplete) (funnel), with the coordinate ``funnel_variable`` naming each spike's flat

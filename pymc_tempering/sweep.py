@@ -40,7 +40,7 @@ from xarray import DataTree
 from pymc_tempering.analysis import compare_evidence
 from pymc_tempering.contract import warn
 from pymc_tempering.progress import progress_bar
-from pymc_tempering.transforms.continuous_tempering import sample_ct
+from pymc_tempering.methods.ct import sample_ct
 
 __all__ = ["Sweep", "sample_many", "model_seed", "read_store", "SERIAL"]
 

@@ -21,21 +21,21 @@ TESTS = Path(__file__).parent
 #: of tests, which put these last): longest first, so that neither worker ends on a long file
 #: while the other idles. The order changes which worker runs a file, not what a test does.
 HEAVIEST_FILES = (
-    "transforms/test_continuous_tempering.py",
-    "dynamics/test_ergodic.py",
-    "transforms/test_pseudo_extended.py",
+    "methods/ct/test_continuous_tempering.py",
+    "methods/ergodic/test_ergodic.py",
+    "methods/pseudo_extended/test_pseudo_extended.py",
     "test_conformance.py",
     "bases/test_modes.py",
-    "transforms/test_continuous_tempering_defaults.py",
-    "dynamics/test_replica_exchange.py",
-    "dynamics/test_tact.py",
+    "methods/ct/test_defaults.py",
+    "methods/replica_exchange/test_replica_exchange.py",
+    "methods/tact/test_tact.py",
     "adaptation/test_blowup.py",
     "adaptation/test_windows.py",
-    "transforms/test_funnel.py",
+    "extended/test_funnel.py",
     "test_datasets.py",
-    "dynamics/test_thermostat_defaults.py",
-    "step_methods/test_gibbs_inverse_temperature.py",
-    "dynamics/test_tact_minibatch.py",
+    "methods/test_thermostat_defaults.py",
+    "methods/gibbs_ct/test_gibbs_ct.py",
+    "methods/tact/test_minibatch.py",
 )
 
 

@@ -13,7 +13,7 @@ from scipy.special import logsumexp
 from xarray import DataTree
 
 import pymc_tempering as pmt
-from pymc_tempering.transforms.pseudo_extended import pe_log_weights
+from pymc_tempering.methods.pseudo_extended import pe_log_weights
 
 
 def fake_result(x, log_weight, lml=None, method="toy", dims=("chain", "draw")):

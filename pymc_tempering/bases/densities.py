@@ -72,7 +72,7 @@ class Base:
         The flat coordinates along which runs of that search ran off without converging (the
         scale of a centred group going to 0: a spike of the log density), each with the value
         and the log density of the highest run that ended on that side of the prior (at most
-        one each way); :func:`~pymc_tempering.transforms.funnel.funnel_mass` looks along them for
+        one each way); :func:`~pymc_tempering.extended.funnel.funnel_mass` looks along them for
         mass a run never reached.
     scale_tril : ndarray, shape (ndim, ndim)
         Lower Cholesky factor ``L`` of ``cov``: ``x = mean + L z`` maps whitened coordinates

@@ -260,7 +260,7 @@ def _spikes(ends: list, centre: np.ndarray, prior_sd: np.ndarray) -> tuple:
     ``((k, value, log density), ...)``. A run that drifted along a flat ridge to the other side
     (measured: towards large ``tau`` on the centred eight schools) is kept apart from the spike
     and judged by its own, low, log density
-    (:func:`~pymc_tempering.transforms.funnel.funnel_mass`)."""
+    (:func:`~pymc_tempering.extended.funnel.funnel_mass`)."""
     found: dict[tuple[int, bool], tuple[int, float, float]] = {}
     for logp, end in ends:
         z = (end - centre) / prior_sd

@@ -19,7 +19,7 @@ model's batched log density :meth:`~pymc_tempering.Target.batched_logp_graph`:
   :func:`initial_step_sizes`, :func:`polyak_add` (Polyak-Ruppert averaging).
 
 ``P_0`` itself (``initial="auto"``, the entropy bound ``h`` and the Stein calibration of its
-scale) is built in :mod:`pymc_tempering.kernels.ergodic_initial`.
+scale) is built in :mod:`pymc_tempering.methods.ergodic.initial`.
 """
 
 from __future__ import annotations

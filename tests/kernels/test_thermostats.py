@@ -14,7 +14,7 @@ import scipy.linalg
 from checks import assert_within_se, seed
 
 from pymc_tempering.contract import DivergenceError
-from pymc_tempering.dynamics.tact import sample_tact
+from pymc_tempering.methods.tact import sample_tact
 from pymc_tempering.kernels import Info, thermostats
 from pymc_tempering.kernels.thermostats import TACTSettings, coupling
 from pymc_tempering.target import Target

@@ -1,0 +1,132 @@
+"""The one path of the model-transformation methods: build, sample, weigh, judge, warn.
+
+Joint continuous tempering, Gibbs continuous tempering and pseudo-extended MCMC each turn the
+user's model into an extended PyMC model and sample it with :func:`pymc.sample`, so every NUTS
+PyMC runs (its own, nutpie, NumPyro) runs them unchanged. What they share is written here once:
+
+- :func:`run_extended`: one run. The method's ``build(state)`` gives the extended model (the
+  state is what a run of the method is built from: a base and ``log zeta`` for continuous
+  tempering, nothing for pseudo-extended MCMC); :func:`pymc.sample` samples it, storing the
+  free variables only (:func:`stored_variables`), with the keywords every method passes
+  (:func:`~pymc_tempering.contract.pm_sample_kwargs`); the method's ``weigh`` turns the draws
+  into the library's result (weights, log Z, the method's groups).
+- :func:`~pymc_tempering.report.warn_weighted`: the verdicts, once, after the method's last
+  run (continuous tempering runs bootstrap rounds and extensions before it,
+  :mod:`pymc_tempering.extended.rounds`).
+
+The method supplies what differs in an :class:`ExtendedSampling`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pymc as pm
+from xarray import DataTree
+
+from pymc_tempering.contract import pm_sample_kwargs
+
+__all__ = ["ExtendedSampling", "run_extended", "stored_variables"]
+
+
+@dataclass(frozen=True)
+class ExtendedSampling:
+    """What a model-transformation method gives :func:`run_extended`.
+
+    Attributes
+    ----------
+    method : str
+        The result's ``attrs["method"]``.
+    build : callable
+        ``build(state) -> pymc.Model``: the extended model for one run.
+    weigh : callable
+        ``weigh(sampled, state, attrs, seed) -> DataTree``: the result of one run, from what
+        :func:`pymc.sample` returned (its posterior holds the free variables of the extended
+        model only: :func:`stored_variables`), with ``attrs`` for its root and the run's seed
+        (for any randomness of its own).
+    chains : int
+    nuts_sampler : str or None
+        Passed to :func:`pymc.sample`.
+    progressbar : bool
+    sample_kwargs : dict
+        Further :func:`pymc.sample` keywords, as the user gave them.
+    attrs : dict
+        Scalar settings for every run's result.
+    steps : callable, optional
+        ``steps(extended_model, target_accept)``, called in the extended model's context,
+        returns the step methods for :func:`pymc.sample` (PyMC's own sampler). ``None``
+        (default): PyMC's NUTS, or the external one ``nuts_sampler`` names, with
+        ``target_accept`` among the :func:`pymc.sample` keywords.
+    """
+
+    method: str
+    build: Callable[[Any], pm.Model]
+    weigh: Callable[..., DataTree]
+    chains: int
+    nuts_sampler: str | None
+    progressbar: bool
+    sample_kwargs: dict = field(default_factory=dict)
+    attrs: dict = field(default_factory=dict)
+    steps: Callable | None = None
+
+
+def stored_variables(model: pm.Model) -> list[str]:
+    """The ``var_names`` of ``pm.sample`` for an extended model: its free variables (the user's
+    value variables and the method's temperature variables) only. The method's ``weigh``
+    computes the user's constrained variables and deterministics from them, once per draw, with
+    the function the :class:`~pymc_tempering.Target` compiled already; the samplers would
+    compile them again (nutpie compiles them into a second function, which costs more than the
+    calls on a large model).
+    """
+    return [rv.name for rv in model.free_RVs]
+
+
+def run_extended(
+    sampling: ExtendedSampling, state, draws: int, tune: int, seed, target_accept: float | None
+) -> DataTree:
+    """One run of a model-transformation method: build, sample and weigh.
+
+    Parameters
+    ----------
+    sampling : ExtendedSampling
+    state
+        What ``sampling.build`` and ``sampling.weigh`` take besides the draws.
+    draws, tune : int
+        Per chain, as in :func:`pymc.sample`.
+    seed
+        ``pm.sample``'s ``random_seed``; also handed to ``sampling.weigh``.
+    target_accept : float or None
+        NUTS's target acceptance rate (of the step methods, with ``sampling.steps``); ``None``
+        leaves it to the :func:`pymc.sample` keywords (``nuts={"target_accept": ...}``).
+
+    Returns
+    -------
+    xarray.DataTree
+        ``sampling.weigh``'s result, whose attrs hold ``sampling.attrs``, ``draws`` and
+        ``tune``. No warning is given here: :func:`~pymc_tempering.report.warn_weighted` gives
+        them once, for the method's last run.
+    """
+    extended = sampling.build(state)
+    kwargs = dict(sampling.sample_kwargs)
+    step = None
+    if sampling.steps is not None:
+        with extended:
+            step = sampling.steps(extended, target_accept)
+    elif target_accept is not None:
+        kwargs["target_accept"] = target_accept
+    sampled = pm.sample(
+        draws,
+        tune=tune,
+        chains=sampling.chains,
+        step=step,
+        nuts_sampler=sampling.nuts_sampler,
+        random_seed=seed,
+        progressbar=sampling.progressbar,
+        model=extended,
+        var_names=stored_variables(extended),
+        **pm_sample_kwargs(sampling.nuts_sampler, kwargs),
+    )
+    attrs = {**sampling.attrs, "draws": int(draws), "tune": int(tune)}
+    return sampling.weigh(sampled, state, attrs, seed)

@@ -1,0 +1,177 @@
+"""The continuously tempered model and its weights, shared by joint and Gibbs continuous tempering.
+
+Both methods of Graham & Storkey (2017, section 5) sample the density::
+
+    beta [log p(x) - log zeta] + (1 - beta) log q(x)
+
+of the target's unconstrained variables ``x`` and an inverse temperature ``beta``, where ``p``
+is the model's (unnormalised) density, ``q`` a normalised base and ``zeta`` an approximation of
+``Z = int p``; they differ in how ``beta`` moves (a logit under NUTS, or an exact Gibbs draw).
+:func:`tempered_model` builds it, :func:`ct_result` weighs a run of it (eqs. 20-22).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import pymc as pm
+from pymc.model import modelcontext
+from scipy.special import expit, logsumexp
+
+from pymc_tempering.bases import Base, check_base
+from pymc_tempering.contract import split_seed
+from pymc_tempering.coverage import mass_beyond_draws
+from pymc_tempering.estimators import ct_log_weights, log_marginal_likelihood_ct
+from pymc_tempering.extended.funnel import funnel_correction, funnel_mass
+from pymc_tempering.extended.runner import ExtendedSampling
+from pymc_tempering.results import (
+    INVERSE_TEMPERATURE,
+    TEMPERATURE_CONTROL,
+    base_group,
+    build_result,
+    rebuild_posterior,
+    strata_group,
+)
+from pymc_tempering.stratification import HOT, stratify_by_modes
+from pymc_tempering.target import Target
+
+__all__ = ["Tempering", "ct_result", "tempered_model", "tempering_sampling"]
+
+_POTENTIAL = "tempered_log_density"
+
+
+class Tempering(NamedTuple):
+    """What a continuously tempered model is built from, besides the user's model: the base
+    and ``log zeta``. A bootstrap round or an extension changes them; nothing else changes."""
+
+    base: Base
+    log_zeta: float
+
+
+def tempered_model(model, base: Base, log_zeta: float | None, inverse_temperature) -> pm.Model:
+    """A new model with the density ``beta [log p(x) - log zeta] + (1 - beta) log q(x)``.
+
+    The construction shared by joint and Gibbs continuous tempering: the user's value variables
+    as ``pm.Flat`` (under their value names, with static shapes and the model's dims; initial
+    values at the base mean), the tempered potential, and the user's free variables
+    (constrained) and deterministics as deterministics. ``inverse_temperature()`` is called
+    inside the new model's context; it adds the temperature variables and returns ``beta`` and
+    a log-density term of its own (the Jacobian of ``u -> beta`` for the joint method).
+    """
+    target = Target(modelcontext(model))
+    target.require_exact("Continuous tempering")
+    if base is None:
+        raise ValueError("A base is required; fit one with pmt.fit_base().")
+    check_base(target, base)
+    if log_zeta is None:
+        log_zeta = base.log_zeta
+    if log_zeta is None or not np.isfinite(log_zeta):
+        raise ValueError(
+            "log_zeta must be a finite number: pass it, or use a base that carries one "
+            "(pmt.fit_base with an ADVI method, or pmt.estimate_log_zeta)."
+        )
+    log_zeta = float(log_zeta)
+    original = target.model
+    clash = {TEMPERATURE_CONTROL, INVERSE_TEMPERATURE, _POTENTIAL} & set(original.named_vars)
+    if clash:
+        raise ValueError(
+            f"The model already has variables named {sorted(clash)}, which continuous "
+            "tempering adds; rename them."
+        )
+    mean = target.unravel(base.mean)
+    new_model = pm.Model(coords=dict(original.coords), model=None)
+    with new_model:
+        values = {}
+        for name, shape in zip(target.names, target.shapes, strict=True):
+            dims = None if name in target.transformed_names else target.dims(name)
+            # A static shape beside the dims spares the compiled graph its shape checks.
+            values[name] = pm.Flat(name, shape=shape, dims=dims, initval=mean[name])
+        beta, log_jacobian = inverse_temperature()
+        logp = target.logp_graph(values)
+        logq = base.logp_graph([values[name] for name in target.names])
+        pm.Potential(_POTENTIAL, beta * (logp - log_zeta) + (1 - beta) * logq + log_jacobian)
+        for name, expr in target.constrained_graph(values).items():
+            if name not in values:
+                pm.Deterministic(name, expr, dims=target.dims(name))
+    return new_model
+
+
+def _temperature(posterior) -> dict[str, np.ndarray]:
+    """``inverse_temperature`` and, for joint tempering, ``temperature_control`` of the draws."""
+    if TEMPERATURE_CONTROL in posterior:
+        control = posterior[TEMPERATURE_CONTROL].values
+        return {TEMPERATURE_CONTROL: control, INVERSE_TEMPERATURE: expit(control)}
+    return {INVERSE_TEMPERATURE: posterior[INVERSE_TEMPERATURE].values}
+
+
+def ct_result(
+    sampled, target: Target, base: Base, log_zeta: float, *, method: str, attrs: dict,
+    random_seed=None,
+):
+    """Weights (eqs. 21-22) and log Z (eq. 20) of a continuous tempering run, in the result layout.
+
+    ``sampled`` is what ``pm.sample`` returned for an extended model whose posterior holds the
+    user's value variables under their value names and the temperature variable
+    (:func:`stored_variables`). Its posterior is rebuilt from them
+    (:func:`~pymc_tempering.results.rebuild_posterior`): the user's variables (constrained, with
+    their dims), the transformed value variables under their value names,
+    ``inverse_temperature`` and, for joint tempering, ``temperature_control``.
+
+    With several optima in the base's mode search, the weights are post-stratified by them
+    (:func:`~pymc_tempering.stratification.stratify_by_modes`, seeded by ``random_seed``); the
+    ``mode_probabilities`` group and ``sample_stats.mode_region`` then hold the modes.
+    """
+    x = target.flat_draws(sampled["posterior"])
+    temperature = _temperature(sampled["posterior"])
+    sampled = rebuild_posterior(sampled, target, x, temperature)
+    delta = log_zeta + base.logp(x) - target.logp(x)
+    log_w0, log_w1 = ct_log_weights(delta)
+    funnels = funnel_mass(target, x, log_w1, base.spikes)
+    # the profile's mass in each neck in place of what the draws hold there (log f = 0 without)
+    log_factor, factor_error = funnel_correction(x, log_w1, funnels)
+    lml = log_marginal_likelihood_ct(delta, log_zeta, log_factor, factor_error)
+    if any(f.complete for f in funnels):
+        correction = logsumexp(log_w1 + log_factor) - logsumexp(log_w1)
+        attrs = {**attrs, "funnel_correction": float(correction)}
+    groups = {"base": base_group(target, base.mean, np.diag(base.cov), base.modes, funnels)}
+    stats_ = {"log_base_weight": log_w0}
+    hot = temperature[INVERSE_TEMPERATURE] > HOT
+    strata = stratify_by_modes(target, x, log_w1, hot, base.modes, random_seed)
+    if strata is not None:
+        log_w1 = strata.log_weight
+        groups["mode_probabilities"] = strata_group(strata)
+        stats_["mode_region"] = strata.region
+    # mass at scales the base never reached (a spike's slab), against the final weights
+    beyond = mass_beyond_draws(target, x, log_w1, lml[0], base, random_seed)
+    if beyond is not None:
+        attrs = {**attrs, "mass_beyond_draws": beyond.share, "mass_beyond_draws_se": beyond.se,
+                 "scale_check_log_z": beyond.log_z, "scale_check_log_z_se": beyond.log_z_se,
+                 "mass_missed_near_optima": beyond.near_optimum}
+    return build_result(
+        sampled,
+        target,
+        method=method,
+        log_weight=log_w1,
+        log_marginal_likelihood=lml,
+        attrs={"log_zeta": float(log_zeta), "base_method": base.method, **attrs},
+        extra_stats=stats_,
+        extra_groups=groups,
+    )
+
+
+def tempering_sampling(target, build, *, method: str, **options) -> ExtendedSampling:
+    """How the extended-model runner samples a continuously tempered model of ``target``:
+    ``build(model, base, log_zeta)`` gives the model (joint or Gibbs; :func:`tempered_model`) and
+    :func:`~pymc_tempering.extended.tempered.ct_result` weighs its draws; ``options`` are the
+    other fields of :class:`~pymc_tempering.extended.runner.ExtendedSampling`."""
+
+    def weigh(sampled, state, attrs, seed):
+        return ct_result(
+            sampled, target, state.base, state.log_zeta, method=method, attrs=attrs,
+            random_seed=split_seed(seed, 2)[1],
+        )
+
+    return ExtendedSampling(
+        method=method, build=lambda state: build(target.model, *state), weigh=weigh, **options
+    )

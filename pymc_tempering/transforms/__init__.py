@@ -1,1 +1,0 @@
-"""Model transformations: a PyMC model in, an extended PyMC model out."""
