@@ -27,7 +27,7 @@ from pymc_tempering.bases import (
     fit_base,
 )
 from pymc_tempering.plots import plot_inverse_temperature, plot_joint, plot_log_marginal_likelihood
-from pymc_tempering.contract import DivergenceError, NonFiniteGradientError
+from pymc_tempering.contract import DivergenceError, NonFiniteGradientError, TemperingWarning
 from pymc_tempering.target import Target
 from pymc_tempering.methods.ct import continuously_tempered_model, sample_ct
 from pymc_tempering.methods.gibbs_ct import (
@@ -53,6 +53,7 @@ __all__ = [
     "Diagnosis",
     "DivergenceError",
     "NonFiniteGradientError",
+    "TemperingWarning",
     "diagnose",
     "plot_inverse_temperature",
     "plot_joint",

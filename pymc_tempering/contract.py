@@ -32,6 +32,7 @@ __all__ = [
     "split_seed",
     "seed_attrs",
     "warn",
+    "TemperingWarning",
     "pm_sample_kwargs",
     "reproducible",
 ]
@@ -93,7 +94,14 @@ def seed_attrs(random_seed) -> dict:
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def warn(message: str, category: type[Warning] = UserWarning) -> None:
+class TemperingWarning(UserWarning):
+    """What every method of the package warns with: a problem found in a run (a failed check,
+    an unreliable posterior, a stopped extension) or a setting it changed. A ``UserWarning``, so
+    filters on ``UserWarning`` see it; filter on this class to single out the package's own
+    warnings (``warnings.simplefilter("error", pmt.TemperingWarning)``)."""
+
+
+def warn(message: str, category: type[Warning] = TemperingWarning) -> None:
     """Warn at the first frame outside the package (the user's call), however deep the caller."""
     warnings.warn(message, category, skip_file_prefixes=(_PACKAGE_DIR,))
 
