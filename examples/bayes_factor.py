@@ -24,7 +24,7 @@ import logging
 import numpy as np
 
 import pymc_tempering as pmt
-from pymc_tempering.datasets import (
+from pymc_tempering.problems.radon import (
     load_radon,
     radon_intercepts_model,
     radon_log_marginal_likelihood,

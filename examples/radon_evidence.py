@@ -24,7 +24,7 @@ import numpy as np
 import pymc as pm
 
 import pymc_tempering as pmt
-from pymc_tempering.datasets import radon_log_marginal_likelihood, radon_model
+from pymc_tempering.problems.radon import radon_log_marginal_likelihood, radon_model
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 

@@ -403,7 +403,7 @@ def sample_many(
     Examples
     --------
     >>> import pymc_tempering as pmt
-    >>> from pymc_tempering.datasets import radon_intercepts_model, radon_pooled_model
+    >>> from pymc_tempering.problems.radon import radon_intercepts_model, radon_pooled_model
     >>> models = {"pooled": radon_pooled_model, "intercepts": radon_intercepts_model}
     >>> sweep = pmt.sample_many(models, random_seed=1, store="radon_sweep")  # doctest: +SKIP
     >>> sweep.table  # doctest: +SKIP

@@ -32,7 +32,7 @@ HEAVIEST_FILES = (
     "adaptation/test_blowup.py",
     "adaptation/test_windows.py",
     "extended/test_funnel.py",
-    "test_datasets.py",
+    "problems/test_radon.py",
     "methods/test_thermostat_defaults.py",
     "methods/gibbs_ct/test_gibbs_ct.py",
     "methods/tact/test_minibatch.py",

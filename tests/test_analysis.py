@@ -172,7 +172,7 @@ def test_tiny_run_far_from_the_base_is_unreliable():
     default log_zeta, an importance-sampling estimate from that base, is far below log Z), and
     the evidence says so. What the verdict must catch is certain here, not seed-dependent: the
     base sits 40 posterior sd from the target, so no draw of a 2 x 100 run bridges the two."""
-    from targets import conjugate_normal
+    from pymc_tempering.problems.conjugate import conjugate_normal
 
     model, log_z, post_mean, post_sd = conjugate_normal()
     base = pmt.Base.from_moments([post_mean + 40 * post_sd], [[post_sd**2]])
@@ -189,7 +189,7 @@ def test_tiny_run_far_from_the_base_is_unreliable():
 def test_tiny_run_far_from_the_base_extends_itself_until_its_checks_pass():
     """The same run with the default self-extension: the failed checks make it refit the base
     to its own draws and run again, which is then right, says so, and records why."""
-    from targets import conjugate_normal
+    from pymc_tempering.problems.conjugate import conjugate_normal
 
     model, log_z, post_mean, post_sd = conjugate_normal()
     base = pmt.Base.from_moments([post_mean + 40 * post_sd], [[post_sd**2]])
@@ -404,7 +404,7 @@ def test_tiny_radon_run_is_right_or_marked_unreliable():
     measured 34 nats high with a standard error of 0.58: it must be marked unreliable. At the
     default base the same tiny run is now right (-0.21 +- 0.17 measured): it must be within 3
     standard errors or marked unreliable, never confidently wrong."""
-    from pymc_tempering.datasets import radon_log_marginal_likelihood, radon_model
+    from pymc_tempering.problems.radon import radon_log_marginal_likelihood, radon_model
 
     model, exact = radon_model(non_centered="alpha"), radon_log_marginal_likelihood()
     tiny = dict(draws=100, tune=100, chains=2, model=model, bootstrap=0, progressbar=False)

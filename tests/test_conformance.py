@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from checks import assert_within_se, seed
 from conftest import model_fingerprint
-from targets import conjugate_normal_vector
+from pymc_tempering.problems.conjugate import conjugate_normal_vector
 
 import pymc_tempering as pmt
 

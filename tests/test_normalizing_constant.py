@@ -8,7 +8,7 @@ import pytest
 from checks import assert_within_se, seed
 
 import pymc_tempering as pmt
-from pymc_tempering.datasets import (
+from pymc_tempering.problems.boltzmann import (
     boltzmann_machine,
     boltzmann_relaxation,
     boltzmann_relaxation_model,

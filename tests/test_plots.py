@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import xarray as xr
 from checks import seed
-from targets import conjugate_normal_vector
+from pymc_tempering.problems.conjugate import conjugate_normal_vector
 from xarray import DataTree
 
 import pymc_tempering as pmt

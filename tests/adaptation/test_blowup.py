@@ -13,7 +13,7 @@ import numpy as np
 import pymc as pm
 import pytest
 from checks import seed
-from targets import sign_flip, sign_flip_laplace
+from pymc_tempering.problems.sign_flip import sign_flip, sign_flip_laplace
 
 import pymc_tempering as pmt
 from pymc_tempering.adaptation import blowup

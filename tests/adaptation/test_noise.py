@@ -4,7 +4,7 @@ the turn of the coordinates to the noise's own axes."""
 from __future__ import annotations
 
 import numpy as np
-from targets import shared_noise_model
+from pymc_tempering.problems.minibatch import shared_noise_model
 
 from pymc_tempering import adaptation
 from pymc_tempering.target import Target

@@ -15,7 +15,7 @@ import pymc as pm
 import pytest
 from arviz_stats.base import array_stats
 from checks import K, mcse_of_mean, seed
-from targets import sign_flip
+from pymc_tempering.problems.sign_flip import sign_flip
 
 import pymc_tempering as pmt
 

@@ -6,8 +6,9 @@ import pytest
 from scipy import integrate, stats
 from checks import K, seed
 from conftest import model_fingerprint
-from targets import TWO_MODES_SEP as SEP
-from targets import conjugate_normal, four_mode_mixture, two_modes
+from pymc_tempering.problems.conjugate import conjugate_normal
+from pymc_tempering.problems.mixtures import TWO_MODES_SEP as SEP
+from pymc_tempering.problems.mixtures import four_mode_mixture, two_modes
 
 import pymc_tempering as pmt
 

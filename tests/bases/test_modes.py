@@ -10,12 +10,12 @@ import numpy as np
 import pymc as pm
 import pytest
 from checks import seed
-from targets import TWO_MODES_SEP as SEP
-from targets import two_modes
+from pymc_tempering.problems.mixtures import TWO_MODES_SEP as SEP
+from pymc_tempering.problems.mixtures import two_modes
 
 import pymc_tempering as pmt
 from pymc_tempering.bases import find_modes, search_modes
-from pymc_tempering.datasets import eight_schools_model
+from pymc_tempering.problems.schools import eight_schools_model
 from pymc_tempering.target import Target
 
 TAU = 1  # flat coordinate of tau_log__ (after mu) in the centred eight schools

@@ -20,13 +20,12 @@ from scipy.special import logsumexp
 
 import pymc_tempering as pmt
 from pymc_tempering.estimators import log_ratio_of_means
-from pymc_tempering.datasets import (
+from pymc_tempering.problems.radon import radon_intercepts_model, radon_scales_log_density
+from pymc_tempering.problems.schools import (
     EIGHT_SCHOOLS_SIGMA,
     EIGHT_SCHOOLS_Y,
     eight_schools_log_marginal_likelihood,
     eight_schools_model,
-    radon_intercepts_model,
-    radon_scales_log_density,
 )
 from pymc_tempering.target import Target
 from pymc_tempering.extended.funnel import funnel_correction, funnel_mass

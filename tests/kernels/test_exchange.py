@@ -14,7 +14,7 @@ import pytest
 from checks import K, assert_within_se, seed
 from scipy.special import expit
 from scipy.stats import halfnorm, norm
-from targets import minibatch_regression
+from pymc_tempering.problems.minibatch import minibatch_regression
 
 from pymc_tempering.kernels import exchange
 from pymc_tempering.kernels.exchange import (

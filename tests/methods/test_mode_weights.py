@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from arviz_stats.base.array import array_stats
 from checks import assert_within_se, seed
-from targets import bimodal_mixture
+from pymc_tempering.problems.mixtures import bimodal_mixture
 
 import pymc_tempering as pmt
 from pymc_tempering.estimators import weighted_mean

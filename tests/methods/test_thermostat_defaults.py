@@ -34,7 +34,7 @@ import pymc as pm
 import pytest
 from arviz_stats.base import array_stats
 from checks import K, assert_within_se, mcse_of_mean, seed
-from targets import sign_flip, sign_flip_laplace
+from pymc_tempering.problems.sign_flip import sign_flip, sign_flip_laplace
 
 import pymc_tempering as pmt
 

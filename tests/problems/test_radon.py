@@ -1,9 +1,9 @@
-"""The shipped data and the radon model built on it."""
+"""The shipped radon data, the models built on it and their exact evidence."""
 
 import numpy as np
 import pytest
 from checks import seed
-from pymc_tempering.datasets import load_radon, radon_model
+from pymc_tempering.problems.radon import load_radon, radon_model
 
 
 def test_radon_data_shape():
@@ -41,31 +41,6 @@ def check_point(logp_c, logp_nc, rng):
     np.testing.assert_allclose(lp_nc, lp_c + 85 * np.log(s_a) + 2 * np.log(s_b), rtol=1e-10)
 
 
-def test_kou_mixture_moments_match_the_papers_table_1_truth():
-    from pymc_tempering.datasets import kou_mixture_moments
-
-    # Table 1 of the pseudo-extended paper, scenario (a), printed to 3 decimals
-    np.testing.assert_allclose(kou_mixture_moments("a"), [4.478, 4.905, 25.605, 33.920], atol=5e-4)
-
-
-def test_kou_mixture_is_normalised_and_refuses_unknown_scenarios():
-    import pytest
-
-    from pymc_tempering.datasets import kou_mixture_model, kou_mixture_moments
-
-    model = kou_mixture_model("b")
-    logp = model.compile_logp()
-    # log Z = 0: the density integrates to one over a grid covering all components
-    grid = np.linspace(-3.0, 13.0, 801)
-    step = grid[1] - grid[0]
-    dens = np.exp([[logp({"x": np.array([a, b])}) for b in grid] for a in grid[::4]])
-    assert abs(dens.sum() * step * step * 4 - 1.0) < 0.01
-    with pytest.raises(ValueError, match="scenario"):
-        kou_mixture_model("c")
-    with pytest.raises(ValueError, match="scenario"):
-        kou_mixture_moments("c")
-
-
 @pytest.mark.slow  # compiling the 89-parameter Hessian takes about a minute on 2 cores
 def test_radon_conditional_evidence_matches_the_model():
     """The closed form behind ``radon_log_marginal_likelihood`` against PyMC's own density.
@@ -74,7 +49,7 @@ def test_radon_conditional_evidence_matches_the_model():
     other parameters, so one Newton step from any point reaches their mode and the Laplace
     formula ``logp(mode) + k/2 log 2 pi - 1/2 log det(-H)`` is their exact integral.
     """
-    from pymc_tempering.datasets import radon_scales_log_density
+    from pymc_tempering.problems.radon import radon_scales_log_density
 
     model = radon_model()
     gaussian = [model[name] for name in ("mu_alpha", "mu_beta", "alpha", "beta")]
@@ -101,7 +76,7 @@ def test_radon_conditional_evidence_matches_the_model():
 
 def test_radon_log_marginal_likelihood_quadrature_converged():
     """Half the spacing, or twice the grid, moves the estimate by less than 1e-6 nats."""
-    from pymc_tempering.datasets import radon_log_evidence_on_grid, radon_log_marginal_likelihood
+    from pymc_tempering.problems.radon import radon_log_evidence_on_grid, radon_log_marginal_likelihood
 
     value = radon_log_marginal_likelihood()
     assert -1049 < value < -1048
@@ -150,15 +125,15 @@ def test_radon_closed_form_matches_each_models_log_density(which):
     its Hessian is the difference of gradients a unit step apart, exactly up to rounding (no
     second-derivative graph to compile, so this runs in the default suite).
     """
-    import pymc_tempering.datasets as datasets
+    import pymc_tempering.problems.radon as radon
 
     builder, coefficients, scale_names, scale_points = RADON_MODELS[which]
-    model = getattr(datasets, builder)()
+    model = getattr(radon, builder)()
     gaussian = [model[name] for name in coefficients]
     assert {v.name for v in model.value_vars} == {*coefficients, *scale_names}
     logp = model.compile_logp()
     dlogp = model.compile_dlogp(vars=gaussian)
-    conditional = datasets.radon_scales_log_density(model=which)
+    conditional = radon.radon_scales_log_density(model=which)
     shapes = [model.initial_point()[name].shape for name in coefficients]
     bounds = np.cumsum([0, *(int(np.prod(s)) for s in shapes)])
 
@@ -190,15 +165,15 @@ def test_radon_log_marginal_likelihood_quadrature_converged_for_each_model(
     which, bounds, finer, wider
 ):
     """Half the spacing, or twice the grid, moves each estimate by less than 1e-6 nats."""
-    from pymc_tempering.datasets import (
-        _RADON_GRIDS,
+    from pymc_tempering.problems.radon import (
+        RADON_GRIDS,
         radon_log_evidence_on_grid,
         radon_log_marginal_likelihood,
     )
 
     value = radon_log_marginal_likelihood(model=which)
     assert bounds[0] < value < bounds[1]
-    _, half_widths, spacing = _RADON_GRIDS[which]
+    _, half_widths, spacing = RADON_GRIDS[which]
     np.testing.assert_allclose(finer, np.asarray(spacing) / 2)
     np.testing.assert_allclose(wider, 2 * np.asarray(half_widths))
     assert abs(radon_log_evidence_on_grid(None, spacing=finer, model=which) - value) < 1e-6
@@ -206,7 +181,7 @@ def test_radon_log_marginal_likelihood_quadrature_converged_for_each_model(
 
 
 def test_radon_log_marginal_likelihood_full_by_default_and_refuses_unknown_models():
-    from pymc_tempering.datasets import radon_log_marginal_likelihood
+    from pymc_tempering.problems.radon import radon_log_marginal_likelihood
 
     assert radon_log_marginal_likelihood(model="full") == radon_log_marginal_likelihood()
     with pytest.raises(ValueError, match="model must be one of 'full', 'intercepts', 'pooled'"):
@@ -214,7 +189,7 @@ def test_radon_log_marginal_likelihood_full_by_default_and_refuses_unknown_model
 
 
 def test_radon_pooled_and_intercepts_models():
-    from pymc_tempering.datasets import radon_intercepts_model, radon_pooled_model
+    from pymc_tempering.problems.radon import radon_intercepts_model, radon_pooled_model
 
     pooled, intercepts = radon_pooled_model(), radon_intercepts_model()
     assert [rv.name for rv in pooled.free_RVs] == ["alpha", "beta", "sigma"]
@@ -226,42 +201,3 @@ def test_radon_pooled_and_intercepts_models():
     # a subset of the data gives a model of that subset
     data = load_radon().iloc[:100]
     assert radon_pooled_model(data)["log_radon"].eval().shape == (100,)
-
-
-def test_eight_schools_forms_and_their_log_marginal_likelihood():
-    """The two forms are one model (the non-centred log density is the centred one at ``theta =
-    mu + tau theta_tilde`` plus the Jacobian ``8 log tau``), and the 1-D quadrature over
-    ``tau`` (``mu`` and ``theta`` integrated in closed form) agrees with a 2-D quadrature over
-    ``mu`` and ``tau`` (``theta`` in closed form) to 1e-6."""
-    from scipy import integrate, stats
-
-    from pymc_tempering.datasets import (
-        EIGHT_SCHOOLS_SIGMA,
-        EIGHT_SCHOOLS_Y,
-        eight_schools_log_marginal_likelihood,
-        eight_schools_model,
-    )
-
-    centred, non_centred = eight_schools_model(non_centered=False), eight_schools_model()
-    logp_c, logp_nc = centred.compile_logp(), non_centred.compile_logp()
-    rng = np.random.default_rng(seed(1))
-    for _ in range(3):
-        mu, log_tau, tilde = rng.normal(), rng.normal(), rng.normal(size=8)
-        theta = mu + np.exp(log_tau) * tilde
-        lp_nc = logp_nc({"mu": mu, "tau_log__": log_tau, "theta_tilde": tilde})
-        lp_c = logp_c({"mu": mu, "tau_log__": log_tau, "theta": theta})
-        np.testing.assert_allclose(lp_nc, lp_c + 8 * log_tau, rtol=1e-10)
-
-    log_z = eight_schools_log_marginal_likelihood()
-    shift = 31.0
-
-    def integrand(mu, v):  # v in (0, 1): tau = 5 tan(pi v / 2), the half-Cauchy(5) quantile
-        tau = 5 * np.tan(0.5 * np.pi * v)
-        sd = np.sqrt(EIGHT_SCHOOLS_SIGMA**2 + tau**2)
-        return np.exp(
-            stats.norm.logpdf(mu, 0, 5) + stats.norm.logpdf(EIGHT_SCHOOLS_Y, mu, sd).sum() + shift
-        )
-
-    value, _ = integrate.dblquad(integrand, 0, 1, -40, 40, epsabs=0, epsrel=1e-9)
-    assert abs(np.log(value) - shift - log_z) < 1e-6
-    assert abs(log_z + 31.3113) < 1e-4

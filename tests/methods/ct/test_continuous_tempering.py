@@ -9,15 +9,11 @@ from checks import assert_within_se, seed
 from conftest import model_fingerprint
 from scipy import stats
 from scipy.special import expit, log_expit
-from targets import (
-    beta_binomial,
-    bimodal_mixture,
-    conjugate_normal,
-    dirichlet_multinomial,
-    hierarchical_linear_gaussian,
-)
-from targets import TWO_MODES_SEP as SEP
-from targets import numeric_grad, reference_logp, two_modes
+from pymc_tempering.problems.conjugate import beta_binomial, conjugate_normal, dirichlet_multinomial
+from pymc_tempering.problems.gaussian import hierarchical_linear_gaussian
+from pymc_tempering.problems.mixtures import TWO_MODES_SEP as SEP
+from pymc_tempering.problems.mixtures import bimodal_mixture, two_modes
+from targets import numeric_grad, reference_logp
 
 import pymc_tempering as pmt
 from pymc_tempering.bases import find_modes

@@ -8,7 +8,9 @@ import numpy as np
 import pymc as pm
 import pytest
 from checks import assert_diagnosed_ok, assert_within_se, seed
-from targets import conjugate_normal, four_mode_mixture, radon_linear_gaussian
+from pymc_tempering.problems.conjugate import conjugate_normal
+from pymc_tempering.problems.mixtures import four_mode_mixture
+from pymc_tempering.problems.radon import radon_linear_gaussian
 
 import pymc_tempering as pmt
 

@@ -17,8 +17,8 @@ import pymc as pm
 import pytest
 from checks import K, assert_within_mcse, assert_within_se, mcse_of_mean, seed
 from conftest import model_fingerprint
-from targets import SECTION_3_3_SIGMA as SIGMA
-from targets import (
+from pymc_tempering.problems.ergodic import SECTION_3_3_SIGMA as SIGMA
+from pymc_tempering.problems.ergodic import (
     shifted_scaled_gaussian,
     table_2_model,
     table_2_mog_u,
@@ -527,9 +527,9 @@ def test_defaults_on_the_centred_eight_schools_fall_back_to_advi():
     ADVI mixture base instead of raising. ``E[mu]`` of ``sample()``'s draws within K MCSE of
     the quadrature value. (``tau``'s draws are heavy tailed and a few transitions diverge at
     the neck, which the run warns about.)"""
-    from targets import eight_schools_posterior_means
+    from pymc_tempering.problems.schools import eight_schools_posterior_means
 
-    from pymc_tempering.datasets import eight_schools_model
+    from pymc_tempering.problems.schools import eight_schools_model
 
     approx = fit_ergodic(model=eight_schools_model(non_centered=False), random_seed=seed(55),
                          progressbar=False)
@@ -549,9 +549,9 @@ def test_defaults_on_the_non_centred_eight_schools_start_from_advi():
     base uses, so ``initial="auto"`` starts from the ADVI mixture base's fits. ``E[mu]`` and
     ``E[tau]`` of ``sample()``'s draws that are not stuck within K MCSE of the quadrature
     values."""
-    from targets import eight_schools_posterior_means
+    from pymc_tempering.problems.schools import eight_schools_posterior_means
 
-    from pymc_tempering.datasets import eight_schools_model
+    from pymc_tempering.problems.schools import eight_schools_model
 
     approx = fit_ergodic(model=eight_schools_model(non_centered=True), random_seed=seed(57),
                          progressbar=False)

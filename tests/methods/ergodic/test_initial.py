@@ -7,7 +7,7 @@ import numpy as np
 import pymc as pm
 import pytest
 from checks import seed
-from targets import shifted_scaled_gaussian
+from pymc_tempering.problems.ergodic import shifted_scaled_gaussian
 
 from pymc_tempering.kernels.ergodic import gaussian_entropy
 from pymc_tempering.methods.ergodic.initial import auto_initial

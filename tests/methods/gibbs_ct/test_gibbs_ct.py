@@ -7,7 +7,8 @@ import pytest
 from checks import assert_within_mcse, assert_within_se, seed
 from conftest import model_fingerprint
 from scipy import integrate, stats
-from targets import conjugate_normal, hierarchical_linear_gaussian
+from pymc_tempering.problems.conjugate import conjugate_normal
+from pymc_tempering.problems.gaussian import hierarchical_linear_gaussian
 
 import pymc_tempering as pmt
 from pymc_tempering.estimators import log_abs_expm1

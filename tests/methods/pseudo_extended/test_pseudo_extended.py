@@ -11,11 +11,13 @@ from checks import assert_within_se, seed
 from conftest import model_fingerprint
 from scipy import stats
 from scipy.special import log_expit, logsumexp
-from targets import conjugate_normal, four_mode_mixture
-from targets import eight_schools_posterior_means, reference_logp
+from pymc_tempering.problems.conjugate import conjugate_normal
+from pymc_tempering.problems.mixtures import four_mode_mixture
+from pymc_tempering.problems.schools import eight_schools_posterior_means
+from targets import reference_logp
 
 import pymc_tempering as pmt
-from pymc_tempering.datasets import kou_mixture_model, kou_mixture_moments
+from pymc_tempering.problems.mixtures import kou_mixture_model, kou_mixture_moments
 from pymc_tempering.estimators import log_marginal_likelihood_pe, log_ratio_of_means
 from pymc_tempering.methods.pseudo_extended import pe_log_weights
 
@@ -412,7 +414,7 @@ def test_non_centred_eight_schools_at_the_defaults():
     seeds 1 to 3; with the whole density tempered, as in the paper, 2262 to 2929) and the
     weighted means of mu and tau are those of the quadrature within K Monte Carlo standard
     errors."""
-    from pymc_tempering.datasets import eight_schools_model
+    from pymc_tempering.problems.schools import eight_schools_model
 
     idata = pmt.sample_pe(model=eight_schools_model(), random_seed=seed(8), progressbar=False)
     assert idata.attrs["tempering"] == "likelihood"

@@ -16,7 +16,7 @@ import pytensor.tensor as pt
 import pytest
 from checks import K, assert_near_laplace, assert_within_mcse, assert_within_se, seed
 from scipy.stats import halfnorm, norm
-from targets import minibatch_regression
+from pymc_tempering.problems.minibatch import minibatch_regression
 
 from pymc_tempering.methods.replica_exchange import (
     minibatch_exchange_energies,

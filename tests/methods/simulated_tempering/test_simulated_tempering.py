@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from checks import assert_within_se, seed
 from conftest import model_fingerprint
-from targets import conjugate_normal, hierarchical_linear_gaussian
+from pymc_tempering.problems.conjugate import conjugate_normal
+from pymc_tempering.problems.gaussian import hierarchical_linear_gaussian
 
 import pymc_tempering as pmt
 

@@ -12,7 +12,7 @@ import pytest
 from arviz_stats.base import array_stats
 
 from checks import K, assert_within_se
-from targets import shared_noise_model
+from pymc_tempering.problems.minibatch import shared_noise_model
 
 from pymc_tempering.methods.tact import sample_tact
 from pymc_tempering.target import Target

@@ -386,7 +386,7 @@ def test_tempering_keeps_the_scale_of_a_hierarchical_posterior():
     ratio (both runs'). With the tempering variable's step at 0.001 regardless of the model's
     size it was 1.30 to 1.32 times NUTS's (1.01 without tempering): its Euler kicks were 1.4
     thermal sds; ``adaptation.tempering_step_cap`` now holds them to 0.4."""
-    from pymc_tempering import datasets
+    from pymc_tempering.problems import radon as datasets
 
     data = datasets.load_radon()
     county = data["county_code"].to_numpy()
