@@ -25,7 +25,7 @@ from pymc_tempering.contract import DivergenceError, NonFiniteGradientError, war
 from pymc_tempering.kernels import Info
 from pymc_tempering.kernels.thermostats import (
     KickBeyondBound,
-    TACTSettings,
+    ThermostatParams,
     TACTState,
     refresh_momenta,
 )
@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 
-#: ``TACTSettings.max_kick`` of ``step_size="auto"``: ten thermal momentum standard deviations.
+#: ``ThermostatParams.max_kick`` of ``step_size="auto"``: ten thermal momentum standard deviations.
 #: At equilibrium a kick is about ``eta |force|`` with ``|force|`` of order one in the
 #: preconditioner's units (0.1 of a thermal sd at ``eta = 0.01``), and the warm-up's noise cap
 #: keeps the minibatch noise's share below 0.5 of one, so the bound acts only far from
@@ -53,19 +53,19 @@ __all__ = [
 MAX_KICK = 10.0
 
 
-def start_bounds(settings: TACTSettings, tune: int) -> TACTSettings:
+def start_bounds(settings: ThermostatParams, tune: int) -> ThermostatParams:
     """The bounds of the ``step_size="auto"`` dynamics at its start: the thermostats at most 1
-    (``TACTSettings.max_friction``) and, without a warm-up, the kicks at ``MAX_KICK`` (tamed);
+    (``ThermostatParams.max_friction``) and, without a warm-up, the kicks at ``MAX_KICK`` (tamed);
     with one, no kick bound until the first window's end (:func:`warmup_kick_bound`)."""
     return settings._replace(max_friction=1.0, max_kick=np.inf if tune > 0 else MAX_KICK)
 
 
-def warmup_kick_bound(settings: TACTSettings, it: int, first: int, tune: int) -> TACTSettings:
+def warmup_kick_bound(settings: ThermostatParams, it: int, first: int, tune: int) -> ThermostatParams:
     """The kick bound of the ``step_size="auto"`` warm-up after its iteration ``it``: none in
     the first window (the transit, ending at ``first``, whose kicks are large by design), then
     ``MAX_KICK`` with ``kick_raises`` (a kick beyond it undone, :func:`update`) to the end of
     the warm-up (``tune``), then ``MAX_KICK`` tamed (see
-    :class:`~pymc_tempering.kernels.thermostats.TACTSettings`)."""
+    :class:`~pymc_tempering.kernels.thermostats.ThermostatParams`)."""
     if it == first:
         settings = settings._replace(max_kick=MAX_KICK, kick_raises=True)
     if it == tune - 1:
@@ -118,7 +118,7 @@ def update(
     recovery: Recovery | None,
     err: Exception,
     state: TACTState,
-    settings: TACTSettings,
+    settings: ThermostatParams,
     scale: np.ndarray,
     rng: np.random.Generator,
     *,

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pymc_tempering.kernels.thermostats import (
-    TACTSettings,
+    ThermostatParams,
     TACTState,
     refresh_momenta,
     thermostat_start,
@@ -94,7 +94,7 @@ def compose(basis: Basis | None, w: np.ndarray, w_inv: np.ndarray) -> Basis:
 
 def rescale(
     state: TACTState,
-    settings: TACTSettings,
+    settings: ThermostatParams,
     old_scale: np.ndarray,
     new_scale: np.ndarray,
     rng: np.random.Generator,
@@ -117,6 +117,6 @@ def rescale(
     state = state._replace(
         theta=theta,
         z_theta=thermostat_start(state.theta.shape, settings),
-        z_xi=np.full(n, float(settings.c_xi)) if tempering else state.z_xi,
+        z_xi=np.full(n, float(settings.tempering.c_xi)) if tempering else state.z_xi,
     )
     return refresh_momenta(state, settings, rng, tempering=tempering)

@@ -19,7 +19,7 @@ import numpy as np
 
 from pymc_tempering.adaptation.coordinates import Basis, whitened
 from pymc_tempering.adaptation.noise import gradient_noise
-from pymc_tempering.kernels.thermostats import TACTSettings, coupling
+from pymc_tempering.kernels.thermostats import ThermostatParams, coupling
 
 __all__ = [
     "AUTO_STEP_SIZE",
@@ -216,7 +216,7 @@ def replica_scales(
     return np.tile(out, (chains, 1))
 
 
-def tempering_step_cap(settings: TACTSettings, ndim: int) -> float:
+def tempering_step_cap(settings: ThermostatParams, ndim: int) -> float:
     """The largest ``eta_xi`` whose kicks stay within :data:`XI_KICK_BUDGET` thermal sds.
 
     The force on the tempering variable is ``-lambda'(xi) (U - <U | xi>)`` (the biasing force
@@ -226,11 +226,11 @@ def tempering_step_cap(settings: TACTSettings, ndim: int) -> float:
     sqrt(eta_xi)`` give ``eta_xi <= b^2 / (C max_xi (lambda' / lambda)^2)``. Larger kicks
     leave the draws too wide on a hierarchical model of many parameters (the tempering
     variable's Euler step is then far from its continuous dynamics), whatever the parameters'
-    own step size. Infinite without tempering.
+    own step size. Infinite where ``xi`` does not move.
     """
-    if not settings.tempering:
+    if not settings.moves_xi:
         return np.inf
-    a = settings.unit_temperature_fraction
+    a = settings.tempering.unit_temperature_fraction
     xi = np.linspace(a, 1.0, 2001)
     lam, dlam = coupling(xi, settings)
     worst = float(np.max((dlam / lam) ** 2))

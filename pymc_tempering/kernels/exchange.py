@@ -50,6 +50,8 @@ import numpy as np
 from scipy.optimize import nnls
 from scipy.special import expit, ndtr
 
+from pymc_tempering.kernels import Info
+
 __all__ = [
     "CORRECTION_SD",
     "temperature_ladder",
@@ -63,6 +65,7 @@ __all__ = [
     "pair_noise_sd",
     "swap_pairs",
     "ExchangeState",
+    "ExchangeParams",
     "TARGET_NOISE_SD",
     "batches_for_noise",
     "averaged_energies",
@@ -309,6 +312,9 @@ class ExchangeState(NamedTuple):
         Sum over the attempted swaps of the estimated noise variance of one minibatch's
         ``Delta_hat`` (``sigma^2`` times the number of minibatches averaged): what
         :func:`batches_for_noise` sizes the number of minibatches from.
+    theta : ndarray, shape (chains, R, D), optional
+        Every replica's position: what :func:`step` swaps (the driver sets it before a round
+        and reads it after).
     """
 
     rounds: int
@@ -317,6 +323,38 @@ class ExchangeState(NamedTuple):
     skipped: np.ndarray
     noise_max: np.ndarray
     single_noise_sq: np.ndarray
+    theta: np.ndarray | None = None
+
+
+class ExchangeParams(NamedTuple):
+    """The constants of an exchange round (:func:`step`).
+
+    Attributes
+    ----------
+    betas : ndarray, shape (R,)
+        Inverse temperatures, decreasing.
+    energies : callable
+        ``theta (chains * R, D) -> (U (chains * R,), terms (chains * R, m) or None)``: the
+        potential (one minibatch for all positions) and, for the corrected test, the per-datum
+        log-likelihood terms it is made of. Not called in a round without pairs.
+    corrected : bool
+        The noise-corrected logistic test (True) or the Metropolis test (False).
+    n_batches : ndarray of int, shape (R - 1,), optional
+        For the corrected test: the number of independent minibatches whose energies are
+        averaged for the replicas of each pair (default one). ``energies`` is called again on
+        those replicas' rows only, and ``sigma`` is estimated from all the terms. 0: the pair's
+        energies come from ``exact_energies`` and it takes the Metropolis test (``sigma`` is
+        still estimated from the first minibatch, for :func:`batches_for_noise`).
+    exact_energies : callable, optional
+        ``theta (n, D) -> U (n,)`` exact (for example one pass over the data set), for the
+        pairs with ``n_batches`` 0.
+    """
+
+    betas: np.ndarray
+    energies: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray | None]]
+    corrected: bool
+    n_batches: np.ndarray | None = None
+    exact_energies: Callable[[np.ndarray], np.ndarray] | None = None
 
 
 def init(chains: int, n_replicas: int) -> ExchangeState:
@@ -408,57 +446,54 @@ def _test(delta, single, rounds, betas, low, rng, corrected: bool, exact=None):
     return accepted, skipped, sigma, single
 
 
+def _probability(delta, corrected: bool, skipped, exact) -> np.ndarray:
+    """The acceptance probability each tested pair's test had given its ``delta`` (the
+    Metropolis ``min(1, exp(delta))``, the logistic ``1 / (1 + exp(-delta))`` of the corrected
+    test, 0 where skipped)."""
+    metropolis = np.exp(np.minimum(delta, 0.0))
+    if not corrected:
+        return metropolis
+    logistic = np.where(skipped, 0.0, expit(delta))
+    return logistic if exact is None else np.where(exact[None, :], metropolis, logistic)
+
+
 def step(
-    state: ExchangeState,
-    theta: np.ndarray,
-    betas: np.ndarray,
-    energies: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray | None]],
-    rng: np.random.Generator,
-    *,
-    corrected: bool,
-    n_batches: np.ndarray | None = None,
-    exact_energies: Callable[[np.ndarray], np.ndarray] | None = None,
-) -> tuple[ExchangeState, np.ndarray]:
+    state: ExchangeState, params: ExchangeParams, rng: np.random.Generator
+) -> tuple[ExchangeState, Info]:
     """One round of exchanges between neighbouring replicas (even or odd pairs, in turn).
 
     Parameters
     ----------
     state : ExchangeState
-    theta : ndarray, shape (chains, R, D)
-        Every replica's position.
-    betas : ndarray, shape (R,)
-        Inverse temperatures, decreasing.
-    energies : callable
-        ``theta (chains * R, D) -> (U (chains * R,), terms (chains * R, m) or None)``: the
-        potential (one minibatch for all positions) and, for the corrected test, the per-datum
-        log-likelihood terms it is made of. Not called in a round without pairs.
+        With ``theta``, every replica's position ``(chains, R, D)``.
+    params : ExchangeParams
+        The ladder, the energies and the test.
     rng : numpy.random.Generator
         Draws the tests' randomness.
-    corrected : bool
-        The noise-corrected logistic test (True) or the Metropolis test (False).
-    n_batches : ndarray of int, shape (R - 1,), optional
-        For the corrected test: the number of independent minibatches whose energies are
-        averaged for the replicas of each pair (default one). ``energies`` is called again on
-        those replicas' rows only, and ``sigma`` is estimated from all the terms. 0: the pair's
-        energies come from ``exact_energies`` and it takes the Metropolis test (``sigma`` is
-        still estimated from the first minibatch, for :func:`batches_for_noise`).
-    exact_energies : callable, optional
-        ``theta (n, D) -> U (n,)`` exact (for example one pass over the data set), for the
-        pairs with ``n_batches`` 0.
 
     Returns
     -------
     new_state : ExchangeState
-    theta : ndarray, shape (chains, R, D)
-        The positions after the accepted swaps.
+        The counts after the round, ``theta`` the positions after the accepted swaps (the
+        same array when none swaps).
+    info : Info
+        ``acceptance_rate`` ``(chains, R - 1)``: the acceptance probability of each pair's test
+        this round (NaN for the pairs not tested); ``diverging`` False; ``energy``
+        ``(chains, R)``: the energies the test used (NaN in a round without pairs).
     """
+    theta, betas = state.theta, params.betas
     chains, n_rep, dim = theta.shape
+    untested = Info(
+        np.full((chains, max(n_rep - 1, 0)), np.nan), np.zeros(chains, dtype=bool),
+        np.full((chains, n_rep), np.nan),
+    )
     if n_rep < 2:
-        return state, theta
+        return state, untested
     low = np.arange(state.rounds % 2, n_rep - 1, 2)  # the colder replica of each pair
     state = state._replace(rounds=state.rounds + 1)
     if not low.size:
-        return state, theta
+        return state, untested
+    energies, corrected, n_batches = params.energies, params.corrected, params.n_batches
     u, terms = energies(theta.reshape(chains * n_rep, dim))
     u = np.asarray(u).reshape(chains, n_rep)
     single, rounds = np.zeros((chains, low.size)), np.ones(low.size, dtype=int)
@@ -467,11 +502,11 @@ def step(
             energies, theta, low, n_batches, (u, terms.reshape(chains, n_rep, -1))
         )
     exact = None
-    if corrected and n_batches is not None and exact_energies is not None:
+    if corrected and n_batches is not None and params.exact_energies is not None:
         exact = np.asarray(n_batches)[low] == 0
         if exact.any():
             rows = np.concatenate([low[exact], low[exact] + 1])
-            u_exact = np.asarray(exact_energies(theta[:, rows].reshape(-1, dim)))
+            u_exact = np.asarray(params.exact_energies(theta[:, rows].reshape(-1, dim)))
             u = u.copy()
             u[:, rows] = u_exact.reshape(chains, rows.size)
     delta = exchange_log_ratio(betas[low], betas[low + 1], u[:, low], u[:, low + 1])
@@ -488,4 +523,7 @@ def step(
     counts[2][:, low] += skipped
     counts[3][:, low] = np.maximum(counts[3][:, low], sigma)
     counts[4][:, low] += np.where(np.isfinite(single), single, 0.0)
-    return ExchangeState(state.rounds, *counts), swap_pairs(theta, accepted, low)
+    probability = untested.acceptance_rate.copy()
+    probability[:, low] = _probability(delta, corrected, skipped, exact)
+    info = Info(probability, untested.diverging, u)
+    return ExchangeState(state.rounds, *counts, swap_pairs(theta, accepted, low)), info

@@ -30,12 +30,12 @@ preconditions its coordinates is :mod:`pymc_tempering.adaptation`.
 leading axis of ``n`` independent chains (or replicas): ``theta`` is ``(n, D)``, the scalars per
 chain ``(n,)`` and the ABF bins ``(n, J)``. One step makes one call of the batched log density
 and gradient; the rest is a fixed number of numpy operations on whole arrays, and it returns an
-:class:`~pymc_tempering.driver.Info` (acceptance rate 1: there is no Metropolis test; the
+:class:`~pymc_tempering.kernels.Info` (acceptance rate 1: there is no Metropolis test; the
 energy is ``U`` where the gradient was taken). A non-finite position or energy raises
 :class:`~pymc_tempering.contract.DivergenceError`. The moves shared by the drivers are kernels
 too: :func:`refresh_momenta` (exact at every temperature) and :func:`jittered_positions`.
-Replica exchange reuses :func:`step` with ``tempering=False`` and a per-replica
-``inverse_temperature`` array.
+Replica exchange reuses :func:`step` without a tempering variable
+(:attr:`ThermostatParams.tempering` None) and with a per-replica ``inverse_temperature`` array.
 
 Reference values (Theorem 1, Fig. 1b-II)
 ----------------------------------------
@@ -51,7 +51,7 @@ read the kinetic energy as the Euler step's friction leaves it (:func:`_euler_ki
 slow thermostat settles at these means in the discrete dynamics too; a fast one's own
 fluctuations bend its mean somewhat below them while the positions stay right, and gradient
 noise still raises it by ``eta sigma_f^2 / 2``. With one thermostat per coordinate
-(:attr:`TACTSettings.per_coordinate`), coordinate ``i`` settles at ``c_theta + eta_theta
+(:attr:`ThermostatParams.per_coordinate`), coordinate ``i`` settles at ``c_theta + eta_theta
 sigma_i^2 / 2`` with variance ``eta_theta / gamma_theta``: each absorbs its own noise.
 """
 
@@ -66,7 +66,9 @@ from pymc_tempering.kernels import Info, check_finite
 from pymc_tempering.contract import DivergenceError, NonFiniteGradientError
 
 __all__ = [
-    "TACTSettings",
+    "TemperingParams",
+    "ThermostatParams",
+    "StepParams",
     "TACTState",
     "KickBeyondBound",
     "coupling",
@@ -86,18 +88,18 @@ __all__ = [
 ]
 
 
-class TACTSettings(NamedTuple):
-    """The constants of the dynamics, in the rescaled units of Algorithm 1.
+class TemperingParams(NamedTuple):
+    """The tempering variable ``xi`` of TACT-HMC, in the rescaled units of Algorithm 1.
 
     Attributes
     ----------
-    eta_theta, eta_xi : float
-        ``dt^2 / m`` for the parameters and the tempering variable.
-    c_theta, c_xi : float
-        Level of injected noise, ``N(0, 2 c eta)`` per step (and the constant friction when
-        thermostats are off).
-    gamma_theta, gamma_xi : float
-        Thermal inertia of the thermostats.
+    eta_xi : float
+        ``dt^2 / m_xi``.
+    c_xi : float
+        Level of the injected noise, ``N(0, 2 c eta)`` per step (and the constant friction when
+        thermostats are off); the tempering thermostat starts there.
+    gamma_xi : float
+        Thermal inertia of its thermostat.
     unit_temperature_fraction : float
         The part ``[0, a]`` of the well ``[0, 1]`` where ``lambda = 1``.
     lambda_min : float
@@ -107,13 +109,50 @@ class TACTSettings(NamedTuple):
     abf_ramp : float
         Weight, in visits, of the chain's overall mean energy in each bin's estimate (see
         :func:`abf_mean_energy`).
+    moves : bool
+        Move ``xi`` (True) or hold it at 0, so that ``lambda`` is
+        :attr:`ThermostatParams.inverse_temperature` (False: the ablations of TACT-HMC without
+        tempering; ``xi``'s momentum is still redrawn by :func:`refresh_momenta` and its
+        thermostat stays at ``c_xi``).
+    """
+
+    eta_xi: float
+    c_xi: float
+    gamma_xi: float
+    unit_temperature_fraction: float = 0.3
+    lambda_min: float = 0.1
+    abf_bins: int = 20
+    abf_ramp: float = 100.0
+    moves: bool = True
+
+
+class ThermostatParams(NamedTuple):
+    """The constants of the dynamics, in the rescaled units of Algorithm 1.
+
+    Attributes
+    ----------
+    eta_theta : float
+        ``dt^2 / m`` for the parameters.
+    c_theta : float
+        Level of injected noise, ``N(0, 2 c eta)`` per step (and the constant friction when
+        thermostats are off).
+    gamma_theta : float
+        Thermal inertia of the thermostats.
     thermostat : bool
         Adaptive thermostats (True) or constant friction ``z = c`` (False).
-    tempering : bool
-        Move ``xi`` (True) or hold ``lambda = inverse_temperature`` fixed (False).
+    per_coordinate : bool
+        One thermostat per coordinate of ``theta`` (True) instead of the paper's one scalar
+        (False, the default here). A scalar thermostat holds the mean kinetic temperature over
+        the coordinates at one, so under gradient noise that differs between coordinates it
+        leaves the noisier ones too hot (their posterior sds too wide) and the others too cold.
+        One thermostat per coordinate absorbs each coordinate's own noise (Theorem 1 holds
+        coordinate by coordinate, for noise uncorrelated between them).
     inverse_temperature : float or ndarray, shape (n,)
-        ``lambda`` of each chain when ``tempering`` is False (1 for plain sampling; one value per
+        ``lambda`` of each chain where ``xi`` does not move (1 for plain sampling; one value per
         replica for replica exchange).
+    tempering : TemperingParams, optional
+        The tempering variable (TACT-HMC); None for dynamics at fixed temperatures (replica
+        exchange), whose ``xi`` stays at 0 and its thermostat at 0.
     max_friction : float
         Upper bound on both thermostats (default no bound). ``step_size="auto"`` sets 1: a
         chain falling into a deep mode releases energy faster than a Nosé-Hoover thermostat
@@ -143,36 +182,54 @@ class TACTSettings(NamedTuple):
         positions swapped in from hot replicas can widen the preconditioners at a window's
         end; a kick in the stiff region then throws a chain far out with every value finite,
         so that nothing else would undo it).
-    per_coordinate : bool
-        One thermostat per coordinate of ``theta`` (True) instead of the paper's one scalar
-        (False, the default here). A scalar thermostat holds the mean kinetic temperature over
-        the coordinates at one, so under gradient noise that differs between coordinates it
-        leaves the noisier ones too hot (their posterior sds too wide) and the others too cold.
-        One thermostat per coordinate absorbs each coordinate's own noise (Theorem 1 holds
-        coordinate by coordinate, for noise uncorrelated between them).
     """
 
     eta_theta: float
-    eta_xi: float
     c_theta: float
-    c_xi: float
     gamma_theta: float
-    gamma_xi: float
-    unit_temperature_fraction: float = 0.3
-    lambda_min: float = 0.1
-    abf_bins: int = 20
-    abf_ramp: float = 100.0
     thermostat: bool = True
-    tempering: bool = True
+    per_coordinate: bool = False
     inverse_temperature: float | np.ndarray = 1.0
+    tempering: TemperingParams | None = None
     max_friction: float = np.inf
     max_kick: float = np.inf
-    per_coordinate: bool = False
     kick_raises: bool = False
+
+    @property
+    def moves_xi(self) -> bool:
+        """Whether the tempering variable moves (a :class:`TemperingParams` with ``moves``)."""
+        return self.tempering is not None and self.tempering.moves
+
+
+class StepParams(NamedTuple):
+    """What one :func:`step` needs beside the state.
+
+    Attributes
+    ----------
+    settings : ThermostatParams
+    logp_and_grad : callable
+        ``theta (n, D) -> (log p (n,), grad log p (n, D))``, possibly a noisy (minibatch)
+        estimate (:meth:`~pymc_tempering.target.Target.batched_logp_and_grad`).
+    half_kick : bool
+        Kick ``theta``'s momenta by half a step's force: for the first step after
+        :func:`refresh_momenta`. The Euler step's momenta are leapfrog's, half a step after
+        the positions, while a refresh draws the momenta of the positions' own time; the first
+        kick brings them to the half step (a full first kick leaves the draws too narrow, the
+        more so the fewer steps between refreshes).
+    where, remedy : str
+        The message of the error on a blow-up: where it happened (the driver names the method
+        and the step) and what to change.
+    """
+
+    settings: ThermostatParams
+    logp_and_grad: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+    half_kick: bool = False
+    where: str = "The thermostat dynamics diverged"
+    remedy: str = "reduce step_size or raise noise"
 
 
 class KickBeyondBound(DivergenceError):
-    """A kick beyond ``TACTSettings.max_kick`` with ``kick_raises`` set (the warm-up after its
+    """A kick beyond ``ThermostatParams.max_kick`` with ``kick_raises`` set (the warm-up after its
     first window); ``rows`` marks the chains (rows of ``theta``) whose kick it was."""
 
     def __init__(self, message: str, rows: np.ndarray):
@@ -191,7 +248,7 @@ class TACTState(NamedTuple):
         Tempering variable in ``[0, 1]`` and its rescaled momentum.
     z_theta, z_xi : ndarray, shape (n,)
         The thermostats (``s dt``); ``z_theta`` is ``(n, D)`` with one thermostat per
-        coordinate (:attr:`TACTSettings.per_coordinate`).
+        coordinate (:attr:`ThermostatParams.per_coordinate`).
     abf_sum, abf_count : ndarray, shape (n, J)
         Per bin of ``xi``, the sum of the potential ``U`` and the number of visits.
     energy_sum, energy_count : ndarray, shape (n,)
@@ -210,17 +267,19 @@ class TACTState(NamedTuple):
     energy_count: np.ndarray
 
 
-def coupling(xi, settings: TACTSettings) -> tuple[np.ndarray, np.ndarray]:
+def coupling(xi, settings: ThermostatParams) -> tuple[np.ndarray, np.ndarray]:
     """``lambda(xi)`` and ``lambda'(xi)``.
 
-    With tempering, ``lambda = 1`` on ``[0, a]`` and a smoothstep down to ``lambda_min`` at 1.
-    Without, ``lambda = settings.inverse_temperature`` and ``lambda' = 0``.
+    Where ``xi`` moves (:attr:`ThermostatParams.moves_xi`), ``lambda = 1`` on ``[0, a]`` and a
+    smoothstep down to ``lambda_min`` at 1. Elsewhere ``lambda = settings.inverse_temperature``
+    and ``lambda' = 0``.
     """
     xi = np.asarray(xi, dtype=float)
-    if not settings.tempering:
+    if not settings.moves_xi:
         lam = np.broadcast_to(np.asarray(settings.inverse_temperature, dtype=float), xi.shape)
         return lam, np.zeros_like(xi)
-    a, drop = settings.unit_temperature_fraction, 1.0 - settings.lambda_min
+    t = settings.tempering
+    a, drop = t.unit_temperature_fraction, 1.0 - t.lambda_min
     u = np.minimum(np.maximum((xi - a) / (1.0 - a), 0.0), 1.0)  # np.clip, at 2/5 of its cost
     lam = 1.0 - drop * u * u * (3.0 - 2.0 * u)
     dlam = -drop * 6.0 * u * (1.0 - u) / (1.0 - a)
@@ -232,7 +291,7 @@ def abf_index(xi, n_bins: int) -> np.ndarray:
     return np.minimum(np.maximum((np.asarray(xi) * n_bins).astype(int), 0), n_bins - 1)
 
 
-def abf_mean_energy(state: TACTState, settings: TACTSettings, bins=None) -> np.ndarray:
+def abf_mean_energy(state: TACTState, tempering: TemperingParams, bins=None) -> np.ndarray:
     """The estimate of ``<U | xi>`` in every ABF bin, shape (n, J), or with ``bins`` (n,) in
     bin ``bins[i]`` of chain ``i`` only, shape (n,).
 
@@ -245,14 +304,14 @@ def abf_mean_energy(state: TACTState, settings: TACTSettings, bins=None) -> np.n
     the wall before the bins fill.
     """
     overall = state.energy_sum / np.maximum(state.energy_count, 1.0)
-    ramp = settings.abf_ramp
+    ramp = tempering.abf_ramp
     if bins is not None:
         rows = np.arange(state.xi.shape[0])
         return (state.abf_sum[rows, bins] + ramp * overall) / (state.abf_count[rows, bins] + ramp)
     return (state.abf_sum + ramp * overall[:, None]) / (state.abf_count + ramp)
 
 
-def abf_force(state: TACTState, settings: TACTSettings, bins, dlam) -> np.ndarray:
+def abf_force(state: TACTState, tempering: TemperingParams, bins, dlam) -> np.ndarray:
     """The adaptive biasing force ``A'(xi) = <dH/dxi | xi>`` (eq. 11) each chain feels now.
 
     Inside the well ``dH/dxi = lambda'(xi) U``, so ``A'(xi) = lambda'(xi) <U | xi>`` with the
@@ -260,7 +319,7 @@ def abf_force(state: TACTState, settings: TACTSettings, bins, dlam) -> np.ndarra
     (:func:`abf_index`) and ``dlam`` (:func:`coupling`) are those of ``state.xi``, which the
     step has already.
     """
-    return dlam * abf_mean_energy(state, settings, bins)
+    return dlam * abf_mean_energy(state, tempering, bins)
 
 
 def abf_update(state: TACTState, energy: np.ndarray, bins) -> TACTState:
@@ -278,7 +337,7 @@ def abf_update(state: TACTState, energy: np.ndarray, bins) -> TACTState:
     )
 
 
-def kinetic_temperature(state: TACTState, settings: TACTSettings) -> np.ndarray:
+def kinetic_temperature(state: TACTState, settings: ThermostatParams) -> np.ndarray:
     """``|r_theta|^2 / (D eta_theta)`` per chain: one at equilibrium (momenta are ``N(0, eta)``)."""
     return np.sum(state.r_theta**2, axis=-1) / (state.theta.shape[-1] * settings.eta_theta)
 
@@ -293,38 +352,43 @@ def jittered_positions(start: np.ndarray, jitter: float, shape, rng: np.random.G
 
 
 def refresh_momenta(
-    state: TACTState, settings: TACTSettings, rng: np.random.Generator, *, tempering: bool = True
+    state: TACTState, settings: ThermostatParams, rng: np.random.Generator, *,
+    tempering: bool = True,
 ) -> TACTState:
     """Redraw the momenta from ``N(0, eta)`` (Algorithm 1, line 18).
 
     Exact at every temperature (the kinetic energy is not tempered), so it leaves the joint
     distribution invariant. It also restarts a tempering variable idling on a flat part of
     ``lambda``, where nothing else acts on it. ``r_theta`` is drawn first, then (with
-    ``tempering``) ``r_xi``; without, ``r_xi`` is left as it is.
+    ``tempering``) ``r_xi``, from ``N(0, eta_xi)``, or ``N(0, 1)`` where the settings have no
+    tempering variable (nothing reads it there); without, ``r_xi`` is left as it is.
     """
     n, dim = state.theta.shape
     r_theta = np.sqrt(settings.eta_theta) * rng.standard_normal((n, dim))
-    r_xi = np.sqrt(settings.eta_xi) * rng.standard_normal(n) if tempering else state.r_xi
+    eta_xi = 1.0 if settings.tempering is None else settings.tempering.eta_xi
+    r_xi = np.sqrt(eta_xi) * rng.standard_normal(n) if tempering else state.r_xi
     return state._replace(r_theta=r_theta, r_xi=r_xi)
 
 
-def init(theta: np.ndarray, settings: TACTSettings, rng: np.random.Generator) -> TACTState:
-    """Chains at ``theta (n, D)`` with ``xi`` uniform on the flat part of the well (when
-    tempering), momenta ``N(0, eta)``, thermostats at ``c`` (Algorithm 1, line 1) and empty ABF
-    bins."""
+def init(theta: np.ndarray, settings: ThermostatParams, rng: np.random.Generator) -> TACTState:
+    """Chains at ``theta (n, D)`` with ``xi`` uniform on the flat part of the well (where it
+    moves; 0 elsewhere), momenta ``N(0, eta)`` (:func:`refresh_momenta`), thermostats at ``c``
+    (Algorithm 1, line 1; the tempering one at 0 without a tempering variable) and empty ABF
+    bins (none without a tempering variable)."""
     theta = np.array(theta, dtype=float)
     n, _ = theta.shape
-    s = settings
-    xi = rng.uniform(0.0, s.unit_temperature_fraction, n) if s.tempering else np.zeros(n)
+    s, t = settings, settings.tempering
+    xi = rng.uniform(0.0, t.unit_temperature_fraction, n) if s.moves_xi else np.zeros(n)
+    bins = 0 if t is None else t.abf_bins
     state = TACTState(
         theta=theta,
         r_theta=np.zeros_like(theta),
         xi=xi,
         r_xi=np.zeros(n),
         z_theta=thermostat_start(theta.shape, s),
-        z_xi=np.full(n, float(s.c_xi)),
-        abf_sum=np.zeros((n, s.abf_bins)),
-        abf_count=np.zeros((n, s.abf_bins)),
+        z_xi=np.full(n, 0.0 if t is None else float(t.c_xi)),
+        abf_sum=np.zeros((n, bins)),
+        abf_count=np.zeros((n, bins)),
         energy_sum=np.zeros(n),
         energy_count=np.zeros(n),
     )
@@ -332,7 +396,7 @@ def init(theta: np.ndarray, settings: TACTSettings, rng: np.random.Generator) ->
 
 
 def thermostat_option(thermostat, constant_friction: bool = False) -> tuple[bool, bool]:
-    """``(thermostat, per_coordinate)`` of :class:`TACTSettings` from a sampler's ``thermostat``
+    """``(thermostat, per_coordinate)`` of :class:`ThermostatParams` from a sampler's ``thermostat``
     argument: ``"diagonal"`` (one per coordinate), ``"scalar"`` (one per chain) or, where
     ``constant_friction`` allows it, False (no thermostat: the constant friction ``c``)."""
     off = constant_friction and thermostat is False
@@ -342,7 +406,7 @@ def thermostat_option(thermostat, constant_friction: bool = False) -> tuple[bool
     return not off, thermostat == "diagonal"
 
 
-def thermostat_start(shape, s: TACTSettings) -> np.ndarray:
+def thermostat_start(shape, s: ThermostatParams) -> np.ndarray:
     """The parameters' thermostats at ``c``: ``(n,)``, or ``(n, D)`` per coordinate."""
     return np.full(shape if s.per_coordinate else shape[:1], float(s.c_theta))
 
@@ -363,15 +427,19 @@ def _euler_kinetic(r_sq, friction):
     return r_sq * (1.0 - 0.5 * friction)
 
 
-def _thermostats(state: TACTState, s: TACTSettings, lam, dlam):
+def _thermostats(state: TACTState, s: ThermostatParams, lam, dlam):
     """The thermostats' update (eq. 5): each moves by the excess of its kinetic energy (the
     mean over the coordinates for a scalar ``z_theta``, each coordinate's own otherwise), as
-    the Euler step's friction leaves it (:func:`_euler_kinetic`)."""
+    the Euler step's friction leaves it (:func:`_euler_kinetic`). The tempering thermostat
+    moves only with ``xi`` (its update is ``lambda'^2`` times the excess, zero elsewhere)."""
     if not s.thermostat:
         return state.z_theta, state.z_xi
-    z_xi = state.z_xi + dlam**2 * (
-        _euler_kinetic(state.r_xi**2, dlam**2 * state.z_xi) - s.eta_xi
-    ) / s.gamma_xi
+    z_xi = state.z_xi
+    if s.moves_xi:
+        t = s.tempering
+        z_xi = z_xi + dlam**2 * (
+            _euler_kinetic(state.r_xi**2, dlam**2 * state.z_xi) - t.eta_xi
+        ) / t.gamma_xi
     if s.per_coordinate:
         weight = (lam**2)[:, None]
         kinetic = _euler_kinetic(state.r_theta**2, weight * state.z_theta)
@@ -384,16 +452,16 @@ def _thermostats(state: TACTState, s: TACTSettings, lam, dlam):
     return z_theta, z_xi
 
 
-def _move_xi(state: TACTState, s: TACTSettings, energy, dlam, z_xi, noise) -> TACTState:
+def _move_xi(state: TACTState, t: TemperingParams, energy, dlam, z_xi, noise) -> TACTState:
     """The tempering variable's step: force, friction, biasing force, then the well's walls.
     ``dlam``: :func:`coupling`'s ``lambda'`` at ``state.xi``."""
-    bins = abf_index(state.xi, s.abf_bins)
-    bias = abf_force(state, s, bins, dlam)
+    bins = abf_index(state.xi, t.abf_bins)
+    bias = abf_force(state, t, bins, dlam)
     r_xi = (
         state.r_xi
-        - dlam * (s.eta_xi * energy + np.sqrt(2.0 * s.c_xi * s.eta_xi) * noise)
+        - dlam * (t.eta_xi * energy + np.sqrt(2.0 * t.c_xi * t.eta_xi) * noise)
         - dlam**2 * z_xi * state.r_xi
-        + s.eta_xi * bias
+        + t.eta_xi * bias
     )
     state = abf_update(state, energy, bins)
     moved = state.xi + r_xi
@@ -403,35 +471,17 @@ def _move_xi(state: TACTState, s: TACTSettings, energy, dlam, z_xi, noise) -> TA
     return state._replace(xi=xi, r_xi=r_xi)
 
 
-def step(
-    state: TACTState,
-    settings: TACTSettings,
-    logp_and_grad: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
-    rng: np.random.Generator,
-    *,
-    where: str = "The thermostat dynamics diverged",
-    remedy: str = "reduce step_size or raise noise",
-    half_kick: bool = False,
-) -> tuple[TACTState, Info]:
+def step(state: TACTState, params: StepParams, rng: np.random.Generator) -> tuple[TACTState, Info]:
     """One Euler step of the Nosé-Hoover dynamics (eq. 5 with eq. 10), as in Algorithm 1.
 
     Parameters
     ----------
     state : TACTState
-    settings : TACTSettings
-    logp_and_grad : callable
-        ``theta (n, D) -> (log p (n,), grad log p (n, D))``, possibly a noisy (minibatch)
-        estimate (:meth:`~pymc_tempering.target.Target.batched_logp_and_grad`).
+    params : StepParams
+        The settings, the log density and its gradient, whether the kick is a half one and
+        what the error of a blow-up says.
     rng : numpy.random.Generator
         Draws the injected noise, ``(n, D + 1)`` standard normals (last column for ``xi``).
-    where, remedy : str
-        The message of the error on a blow-up: where it happened and what to change.
-    half_kick : bool
-        Kick ``theta``'s momenta by half a step's force: for the first step after
-        :func:`refresh_momenta`. The Euler step's momenta are leapfrog's, half a step after
-        the positions, while a refresh draws the momenta of the positions' own time; the first
-        kick brings them to the half step (a full first kick leaves the draws too narrow, the
-        more so the fewer steps between refreshes).
 
     Returns
     -------
@@ -443,17 +493,19 @@ def step(
     Raises
     ------
     DivergenceError
-        When the new position or the energy is not finite.
+        When the new position or the energy is not finite (the message is
+        ``params.where`` and ``params.remedy``); :class:`KickBeyondBound` for a kick beyond
+        ``max_kick`` with ``kick_raises``.
     """
-    s = settings
+    s, where, half_kick = params.settings, params.where, params.half_kick
     normals = rng.standard_normal((state.theta.shape[0], state.theta.shape[-1] + 1))
     lam, dlam = coupling(state.xi, s)
     z_theta, z_xi = _thermostats(state, s, lam, dlam)
-    logp, force = logp_and_grad(state.theta)
+    logp, force = params.logp_and_grad(state.theta)
     energy = -np.asarray(logp, dtype=float)
     new = state._replace(z_theta=z_theta, z_xi=z_xi)
-    if s.tempering:
-        new = _move_xi(new, s, energy, dlam, z_xi, normals[:, -1])
+    if s.moves_xi:
+        new = _move_xi(new, s.tempering, energy, dlam, z_xi, normals[:, -1])
     kick = (0.5 * s.eta_theta if half_kick else s.eta_theta) * np.asarray(force, dtype=float)
     limit = s.max_kick * np.sqrt(s.eta_theta)
     with np.errstate(invalid="ignore"):
@@ -473,37 +525,40 @@ def step(
         * state.r_theta
     )
     new = new._replace(theta=state.theta + r_theta, r_theta=r_theta)
-    check_finite([new.theta, energy], where, remedy)
+    check_finite([new.theta, energy], where, params.remedy)
     n = energy.shape[0]
     return new, Info(np.ones(n), tamed.any(axis=-1), energy)
 
 
 def thermostat_reference(
-    settings: TACTSettings, ndim: int, gradient_noise_sd: float = 0.0, energy_noise_sd: float = 0.0
+    settings: ThermostatParams, ndim: int, gradient_noise_sd: float = 0.0,
+    energy_noise_sd: float = 0.0,
 ) -> dict[str, tuple[float, float]]:
     """Mean and standard deviation of each thermostat at equilibrium (Theorem 1).
 
     Returns
     -------
     dict
-        ``{"thermostat_theta": (mean, sd), "thermostat_xi": (mean, sd)}`` in rescaled units.
-        Under constant friction (no thermostats) the value is ``c`` exactly. With one
-        thermostat per coordinate, ``thermostat_theta`` is that of their mean over the ``ndim``
-        coordinates (each has the mean shown and ``sqrt(ndim)`` times the sd; they are
-        independent at equilibrium).
+        ``{"thermostat_theta": (mean, sd), "thermostat_xi": (mean, sd)}`` in rescaled units
+        (``thermostat_xi`` only where the settings have a tempering variable). Under constant
+        friction (no thermostats) the value is ``c`` exactly. With one thermostat per
+        coordinate, ``thermostat_theta`` is that of their mean over the ``ndim`` coordinates
+        (each has the mean shown and ``sqrt(ndim)`` times the sd; they are independent at
+        equilibrium).
     """
-    s = settings
-    return {
+    s, t = settings, settings.tempering
+    out = {
         "thermostat_theta": (
             s.c_theta + s.eta_theta * gradient_noise_sd**2 / 2.0,
             float(np.sqrt(s.eta_theta / (s.gamma_theta * ndim))),
         ),
-        "thermostat_xi": (
-            s.c_xi + s.eta_xi * energy_noise_sd**2 / 2.0,
-            float(np.sqrt(s.eta_xi / s.gamma_xi)),
-        ),
     }
-
+    if t is not None:
+        out["thermostat_xi"] = (
+            t.c_xi + t.eta_xi * energy_noise_sd**2 / 2.0,
+            float(np.sqrt(t.eta_xi / t.gamma_xi)),
+        )
+    return out
 
 
 def finite_gradient_guard(

@@ -2,21 +2,23 @@
 exchange test (the poster *Replica exchange with stochastic-gradient thermostats*).
 
 A ladder of ``R`` replicas at temperatures ``T_1 = 1 < T_2 < ... < T_R`` is simulated with the
-thermostat kernel of :mod:`pymc_tempering.kernels.thermostats` (``tempering=False``; one
-batched call of the model's log density and gradient per step for all replicas). Replica ``j``
-samples ``p(theta) L(theta)^(1 / T_j)``: the likelihood (observed variables and potentials) is
-tempered, the prior is not (:func:`~pymc_tempering.kernels.exchange.likelihood_tempered`;
-the poster tempers the whole posterior, see there why not here). Every ``exchange_every`` steps the exchange move of
-:mod:`pymc_tempering.kernels.exchange` proposes to swap the positions of neighbouring replicas,
-with the Metropolis test on exact energies and the noise-corrected logistic test (Seita et al.
-2017) on minibatch energies; see that module for the test and the noise estimate. The driver
-(:func:`sample_replica_exchange`) runs it through the one loop
-(:func:`~pymc_tempering.driver.run_kernel`): one iteration is ``steps_per_sample`` steps (with
-their exchange rounds) followed by a momentum refresh, and every iteration after the ``tune``
-warm-up is a draw. With ``step_size="auto"`` the warm-up adapts every replica's
-preconditioner and the exchange test's minibatch count through the state machines of
-:mod:`pymc_tempering.adaptation`, whose records travel in the loop's state (:class:`_Loop`).
-"""
+thermostat kernel of :mod:`pymc_tempering.kernels.thermostats` (without a tempering variable;
+one batched call of the model's log density and gradient per step for all replicas). Replica
+``j`` samples ``p(theta) L(theta)^(1 / T_j)``: the likelihood (observed variables and
+potentials) is tempered, the prior is not
+(:func:`~pymc_tempering.kernels.exchange.likelihood_tempered`; the poster tempers the whole
+posterior, see there why not here). Every ``exchange_every`` steps the exchange move of
+:mod:`pymc_tempering.kernels.exchange` proposes to swap the positions of neighbouring
+replicas, with the Metropolis test on exact energies and the noise-corrected logistic test
+(Seita et al. 2017) on minibatch energies; see that module for the test and the noise
+estimate. :func:`sample_replica_exchange` runs the ladder through the thermostat driver
+(:func:`~pymc_tempering.driver.thermostat.run_thermostats`): one iteration is
+``steps_per_sample`` steps (with their exchange rounds) followed by a momentum refresh, and
+every iteration after the ``tune`` warm-up is a draw. With ``step_size="auto"`` the warm-up
+adapts every replica's preconditioner and the exchange test's minibatch count
+(:mod:`pymc_tempering.adaptation`). This module holds what is replica exchange's own: the
+ladder, the exchange plan (:class:`_Plan`), the window's rule and the replica and exchange
+groups of the result."""
 
 from __future__ import annotations
 
@@ -31,25 +33,21 @@ import xarray as xr
 from pymc.model import modelcontext
 
 from pymc_tempering import adaptation
-from pymc_tempering.adaptation import blowup, exchange_batches, windows
-from pymc_tempering.driver import driver_result, run_kernel
-from pymc_tempering.results import constrained_draws
+from pymc_tempering.adaptation import exchange_batches
+from pymc_tempering.contract import check_sampler_args, reproducible, split_seed, warn
+from pymc_tempering.driver import driver_result
+from pymc_tempering.driver.thermostat import Replicas, run_thermostats, starting_points
 from pymc_tempering.kernels import exchange, thermostats
 from pymc_tempering.kernels.exchange import (
     CORRECTION_SD,
+    ExchangeParams,
     auto_n_temperatures,
     likelihood_tempered,
     temperature_ladder,
 )
-from pymc_tempering.kernels.thermostats import TACTSettings
-from pymc_tempering.contract import (
-    DivergenceError,
-    check_sampler_args,
-    reproducible,
-    split_seed,
-    warn,
-)
-from pymc_tempering.target import Target, per_datum_terms, full_data_energies
+from pymc_tempering.kernels.thermostats import ThermostatParams
+from pymc_tempering.results import constrained_draws
+from pymc_tempering.target import Target, full_data_energies, per_datum_terms
 
 __all__ = ["minibatch_exchange_energies", "sample_replica_exchange"]
 
@@ -116,41 +114,27 @@ def auto_max_temperature(target: Target) -> float:
     return float(max(MIN_AUTO_MAX_TEMPERATURE, data_size(target)))
 
 
-class _Loop(NamedTuple):
-    """The driver's state: every replica's dynamics ``(chains * R, ...)``, the exchange
-    bookkeeping, the steps so far (warm-up included), every replica's preconditioner (its
-    dynamics run on ``u``, ``theta = in_model_units(u, scale, basis)``, its own ``scale``
-    row, ones for an explicit ``step_size``, and one ``basis`` for the ladder, None when
-    diagonal), the minibatches averaged per pair and, with ``step_size="auto"``, the warm-up's
-    records (None otherwise): the window, the exchange counts at its start and what was
-    undone (:mod:`pymc_tempering.adaptation`)."""
+class _Swaps(NamedTuple):
+    """The exchange's record in the driver's loop: the swaps so far, the minibatches averaged
+    per pair and, with ``step_size="auto"``, the noise measured for re-sizing them (None
+    otherwise)."""
 
-    dynamics: thermostats.TACTState
-    exchange: exchange.ExchangeState
-    n_steps: int
-    scale: np.ndarray
+    state: exchange.ExchangeState
     n_batches: np.ndarray
-    basis: adaptation.Basis | None = None
-    window: windows.Windows | None = None
-    exchange_noise: exchange_batches.ExchangeNoise | None = None
-    recovery: blowup.Recovery | None = None
+    noise: exchange_batches.ExchangeNoise | None = None
 
 
 class _Plan(NamedTuple):
-    """The constants of one iteration. ``logp_and_grad`` is the model's log density (the
-    ``T = 1`` replica's), ``prior_and_grad`` its prior's; :meth:`tempered` gives a replica's."""
+    """The ladder's constants. ``logp_and_grad`` is the model's log density (the ``T = 1``
+    replica's), ``prior_and_grad`` its prior's; :meth:`tempered` gives a replica's."""
 
     logp_and_grad: Callable
     prior_and_grad: Callable
-    target: Target  # names the coordinate of a non-finite gradient
     energies: Callable
     exchange_rng: np.random.Generator
     betas: np.ndarray
     chains: int
-    steps_per_sample: int
-    exchange_every: int
     corrected: bool
-    resample_momenta: bool
     exact_energies: Callable | None = None
     exact_from: int | None = None
 
@@ -161,132 +145,18 @@ class _Plan(NamedTuple):
         return likelihood_tempered(self.logp_and_grad, self.prior_and_grad, beta)
 
 
-def _iteration(plan: _Plan):
-    """One loop iteration: ``steps_per_sample`` kernel steps, an exchange round every
-    ``exchange_every`` steps (counted from the start), then the momentum refresh.
+def _exchange_round(plan: _Plan):
+    """One round of :func:`~pymc_tempering.kernels.exchange.step` on the positions ``theta
+    (chains, R, D)``, with the record's minibatches per pair."""
 
-    With the ``"auto"`` warm-up (``loop.recovery`` set), a blow-up is undone
-    (:func:`~pymc_tempering.adaptation.blowup.update`): the iteration's start is kept; during
-    the warm-up the preconditioner is halved (the steps with it), after it the iteration is a
-    divergent draw (the ladder's chains stay where they were).
-    """
-    n_rep = plan.betas.size
-    temperatures = 1.0 / plan.betas
-    logp_and_grad = thermostats.finite_gradient_guard(
-        plan.tempered(np.tile(plan.betas, plan.chains)), plan.target,
-        lambda i: f"chain {i // n_rep}, the replica at temperature {temperatures[i % n_rep]:.4g}",
-        "a hot replica explores the prior times the likelihood tempered to its temperature, "
-        "far into the posterior's tails: lower max_temperature, or write the model so that its "
-        "gradient stays finite there (pm.Dirichlet for mixture weights rather than w and 1 - w)",
-    )
-
-    def iterate(loop: _Loop, settings: TACTSettings, rng: np.random.Generator):
-        state, ex, n_steps, scale, basis = (
-            loop.dynamics, loop.exchange, loop.n_steps, loop.scale, loop.basis
+    def round_(swaps: _Swaps, theta: np.ndarray):
+        params = ExchangeParams(
+            plan.betas, plan.energies, plan.corrected, swaps.n_batches, plan.exact_energies
         )
-        evaluate = adaptation.whitened(logp_and_grad, scale, basis)
-        tamed = np.zeros(state.theta.shape[0], dtype=bool)
-        try:
-            for k in range(plan.steps_per_sample):
-                n_steps += 1
-                state, info = thermostats.step(
-                    state, settings, evaluate, rng,
-                    where=f"Replica exchange diverged at step {n_steps}",
-                    remedy="reduce step_size or lengthen the warm-up (tune)",
-                    half_kick=k == 0 and plan.resample_momenta,
-                )
-                tamed |= info.diverging
-                if n_steps % plan.exchange_every == 0:
-                    theta = adaptation.in_model_units(state.theta, scale, basis).reshape(
-                        plan.chains, n_rep, -1
-                    )
-                    ex, swapped = exchange.step(
-                        ex, theta, plan.betas, plan.energies, plan.exchange_rng,
-                        corrected=plan.corrected, n_batches=loop.n_batches,
-                        exact_energies=plan.exact_energies,
-                    )
-                    if swapped is not theta:  # positions swap; each keeps its replica's units
-                        state = state._replace(theta=adaptation.in_dynamics_units(
-                            swapped.reshape(state.theta.shape), scale, basis
-                        ))
-        except DivergenceError as err:
-            recovery, state, scale = blowup.update(
-                loop.recovery, err, loop.dynamics, settings, scale, rng, tempering=False
-            )
-            loop = loop._replace(dynamics=state, n_steps=n_steps, scale=scale, recovery=recovery)
-            return loop, blowup.dropped_info(logp_and_grad, state, scale, basis)
-        if plan.resample_momenta:
-            state = thermostats.refresh_momenta(state, settings, rng, tempering=False)
-        loop = loop._replace(dynamics=state, exchange=ex, n_steps=n_steps)
-        return loop, info._replace(diverging=tamed)
+        state, _ = exchange.step(swaps.state._replace(theta=theta), params, plan.exchange_rng)
+        return swaps._replace(state=state._replace(theta=None)), state.theta
 
-    return iterate
-
-
-def _warmup(plan: _Plan, tune: int, rng: np.random.Generator, max_batches: int):
-    """The ``step_size="auto"`` warm-up, TACT-HMC's with every replica's positions.
-
-    After every warm-up iteration each replica's positions are added to the window's sums
-    (:func:`~pymc_tempering.adaptation.windows.update`). At a window's end
-    (:func:`~pymc_tempering.adaptation.windows.final`: from the second window on, a dense
-    basis from the ``T = 1`` replica's positions and gradient noise) every replica moves to
-    its own scale in the new coordinates
-    (:func:`~pymc_tempering.adaptation.step_size.replica_scales`) and, with the corrected
-    test, the minibatches per pair are re-sized from the window's noise
-    (:func:`~pymc_tempering.adaptation.exchange_batches.final`, at most ``max_batches``).
-    After the last warm-up iteration blow-ups become divergent draws
-    (:func:`~pymc_tempering.adaptation.blowup.final`).
-    """
-    n_rep = plan.betas.size
-
-    def window_end(loop: _Loop, v, settings: TACTSettings, it: int) -> _Loop:
-        window, sds, olds, basis, w_inv = windows.final(
-            loop.window, it, list(loop.scale.reshape(plan.chains, n_rep, -1)[0]), loop.basis,
-            (plan.tempered(1.0), v[:, 0]),  # the noise at the T = 1 replicas
-        )
-        if w_inv is not None:
-            v = v @ w_inv.T
-        new_scale = adaptation.replica_scales(
-            plan.tempered, plan.betas, plan.chains, None, v, settings.eta_theta, olds, sds, basis
-        )
-        state = adaptation.rescale(
-            loop.dynamics, settings, loop.scale, new_scale, rng, tempering=False, w_inv=w_inv
-        )
-        loop = loop._replace(dynamics=state, scale=new_scale, basis=basis, window=window)
-        if plan.corrected and n_rep > 1:
-            noise, n_batches = exchange_batches.final(
-                loop.exchange_noise, loop.exchange, max_batches, plan.exact_from
-            )
-            loop = loop._replace(exchange_noise=noise, n_batches=n_batches)
-        return loop
-
-    def warmup(loop: _Loop, info, settings: TACTSettings, it: int):
-        v = (loop.dynamics.theta * loop.scale).reshape(plan.chains, n_rep, -1)
-        every = np.ones(plan.chains, bool)
-        window = windows.update(loop.window, [v[:, j] for j in range(n_rep)], every)
-        loop = loop._replace(window=window)
-        if it in window.ends:
-            loop = window_end(loop, v, settings, it)
-        if it == tune - 1:
-            loop = loop._replace(recovery=blowup.final(loop.recovery))
-        return loop, blowup.warmup_kick_bound(settings, it, window.first, tune)
-
-    return warmup
-
-
-def _record(chains: int, n_rep: int):
-    def record(loop: _Loop, info) -> dict:
-        theta = adaptation.in_model_units(loop.dynamics.theta, loop.scale, loop.basis)
-        return {
-            "x": theta.reshape(chains, n_rep, theta.shape[-1]),
-            "energy": info.energy.reshape(chains, n_rep),
-            # a replica's iteration with a tamed kick (TACTSettings.max_kick) or dropped after
-            # a blow-up; the draws (the T = 1 replica's) diverge where it did
-            "tamed": info.diverging.reshape(chains, n_rep),
-            "step": np.full(chains, float(loop.n_steps)),
-        }
-
-    return record
+    return round_
 
 
 def _replica_group(target: Target, kept_x, kept_energy, ladder, tamed) -> xr.Dataset:
@@ -390,25 +260,6 @@ def _use_corrected(target: Target, minibatch) -> bool:
     return corrected
 
 
-def _initial_points(target: Target, initial_points, jitter, shape, seed) -> np.ndarray:
-    """``(chains, R, ndim)`` starting points; a ``(chains, ndim)`` array is used for every replica."""
-    chains, n_rep, ndim = shape
-    if initial_points is None:
-        start = target.ravel(target.model.initial_point())
-        initial_points = thermostats.jittered_positions(
-            start, jitter, shape, np.random.default_rng(seed)
-        )
-    initial_points = np.asarray(initial_points, dtype=float)
-    if initial_points.shape == (chains, ndim):
-        initial_points = np.repeat(initial_points[:, None, :], n_rep, axis=1)
-    if initial_points.shape != shape:
-        raise ValueError(
-            f"initial_points must have shape {shape} or {(chains, ndim)}, got "
-            f"{initial_points.shape}."
-        )
-    return initial_points.reshape(chains * n_rep, ndim)
-
-
 def _less_prior(energy: Callable, prior_and_grad: Callable) -> Callable:
     """``theta -> -log L``: an exact energy ``-log p - log L`` less the prior's."""
 
@@ -418,8 +269,8 @@ def _less_prior(energy: Callable, prior_and_grad: Callable) -> Callable:
     return likelihood_energy
 
 
-def _plan(target, ladder, chains, corrected, seeds, steps, resample_momenta) -> _Plan:
-    """Compile the log density (and the exchange energies) and fix an iteration's constants."""
+def _plan(target, ladder, chains, corrected, seeds) -> _Plan:
+    """Compile the log density (and the exchange energies) and fix the ladder's constants."""
     _, _, seed_batch, seed_exch_batch, seed_exch = seeds
     logp_and_grad = target.batched_logp_and_grad(seed_batch)
     if target.model.observed_RVs or target.model.potentials:
@@ -443,8 +294,46 @@ def _plan(target, ladder, chains, corrected, seeds, steps, resample_momenta) -> 
             return prior_and_grad(theta)[0] - logp_and_grad(theta)[0], None
 
     return _Plan(
-        logp_and_grad, prior_and_grad, target, energies, np.random.default_rng(seed_exch),
-        1.0 / ladder, chains, *steps, corrected, bool(resample_momenta), exact, exact_from,
+        logp_and_grad, prior_and_grad, energies, np.random.default_rng(seed_exch),
+        1.0 / ladder, chains, corrected, exact, exact_from,
+    )
+
+
+def _replicas(plan: _Plan, target: Target, steps, resample_momenta, max_batches) -> Replicas:
+    """The driver's view of the ladder: every replica's tempered density (with the guard that
+    names a non-finite gradient's replica), the exchange round, and the warm-up's rules. At a
+    window's end every replica moves to its own scale in the window's coordinates
+    (:func:`~pymc_tempering.adaptation.step_size.replica_scales`) and, with the corrected
+    test, the minibatches per pair are re-sized from the window's noise
+    (:func:`~pymc_tempering.adaptation.exchange_batches.final`, at most ``max_batches``)."""
+    n_rep, chains = plan.betas.size, plan.chains
+    temperatures = 1.0 / plan.betas
+    logp_and_grad = thermostats.finite_gradient_guard(
+        plan.tempered(np.tile(plan.betas, chains)), target,
+        lambda i: f"chain {i // n_rep}, the replica at temperature {temperatures[i % n_rep]:.4g}",
+        "a hot replica explores the prior times the likelihood tempered to its temperature, "
+        "far into the posterior's tails: lower max_temperature, or write the model so that its "
+        "gradient stays finite there (pm.Dirichlet for mixture weights rather than w and 1 - w)",
+    )
+
+    def window_scale(v, sds, olds, basis, settings: ThermostatParams):
+        return adaptation.replica_scales(
+            plan.tempered, plan.betas, chains, None, v, settings.eta_theta, olds, sds, basis
+        ), settings
+
+    def after_window(loop):
+        if not (plan.corrected and n_rep > 1):
+            return loop
+        noise, n_batches = exchange_batches.final(
+            loop.exchange.noise, loop.exchange.state, max_batches, plan.exact_from
+        )
+        return loop._replace(exchange=loop.exchange._replace(noise=noise, n_batches=n_batches))
+
+    return Replicas(
+        "Replica exchange", "reduce step_size or lengthen the warm-up (tune)", logp_and_grad,
+        plan.tempered(1.0), chains, n_rep, steps[0], bool(resample_momenta),
+        window_mask=lambda loop, settings: np.ones(chains, bool), window_scale=window_scale,
+        exchange=_exchange_round(plan), exchange_every=steps[1], after_window=after_window,
     )
 
 
@@ -452,37 +341,35 @@ def _start(target: Target, plan: _Plan, auto: bool, initial_points, jitter, shap
     """``(scale, start)``: every replica's first preconditioner ``(chains * R, D)`` (ones for
     an explicit step size; :func:`~pymc_tempering.adaptation.step_size.replica_scales` for
     ``"auto"``, the jitter in the ``T = 1`` replica's curvature units) and the starting points
-    ``(chains * R, D)`` in the model's units."""
+    ``(chains * R, D)`` in the model's units
+    (:func:`~pymc_tempering.driver.thermostat.starting_points`)."""
     chains, n_rep, ndim = shape
-    if not auto:
-        start = _initial_points(target, initial_points, jitter, shape, seed)
-        return np.ones((chains * n_rep, ndim)), start
-    point = target.ravel(target.model.initial_point())
-    _, start = adaptation.start_preconditioner(
-        plan.logp_and_grad, point, jitter, shape, np.random.default_rng(seed), initial_points,
-        noise_cap=False,
+    _, start = starting_points(
+        target, plan.logp_and_grad, auto, initial_points, jitter, shape, seed
     )
-    start = _initial_points(target, start, jitter, shape, seed)
+    if not auto:
+        return np.ones((chains * n_rep, ndim)), start
     scale = adaptation.replica_scales(
-        plan.tempered, plan.betas, plan.chains, point, start.reshape(shape),
-        adaptation.AUTO_STEP_SIZE,
+        plan.tempered, plan.betas, plan.chains, target.ravel(target.model.initial_point()),
+        start.reshape(shape), adaptation.AUTO_STEP_SIZE,
     )
     return scale, start
 
 
 def _result(target, trace, ladder, attrs, random_seed):
-    x, energy = trace.draws["x"], trace.draws["energy"]
-    ex = trace.state.exchange
+    x, energy, tamed = trace.draws["x"], trace.draws["potential_energy"], trace.draws["diverging"]
+    swaps = trace.state.exchange
+    ex = swaps.state
     stats = {
         "potential_energy": energy[:, :, 0],
         "step": trace.draws["step"],
         "lp": -energy[:, :, 0],
-        "diverging": trace.draws["tamed"][:, :, 0].astype(bool),
+        "diverging": tamed[:, :, 0].astype(bool),
         "acceptance_rate": np.ones(energy.shape[:2]),
     }
     attrs = {**attrs, "n_steps": trace.state.n_steps, "swaps_skipped": int(ex.skipped.sum())}
     groups = {
-        "replicas": _replica_group(target, x, energy, ladder, trace.draws["tamed"]),
+        "replicas": _replica_group(target, x, energy, ladder, tamed),
         "replica_exchange": _exchange_group(ex, ladder),
         "warmup": xr.Dataset(
             {
@@ -490,7 +377,7 @@ def _result(target, trace, ladder, attrs, random_seed):
                 "replica_preconditioner_scale": (
                     ("replica", "flat"), trace.state.scale[: ladder.size]
                 ),
-                "exchange_batches": ("pair", trace.state.n_batches),
+                "exchange_batches": ("pair", swaps.n_batches),
                 **({} if trace.state.basis is None else {
                     "preconditioner_basis": (("flat", "basis"), trace.state.basis.to_model)
                 }),
@@ -639,47 +526,34 @@ def sample_replica_exchange(
     ladder = _ladder(n_temperatures, ladder, max_temperature, target)
     corrected = _use_corrected(target, minibatch)
     n_rep = ladder.size
-    settings = TACTSettings(
-        eta_theta=adaptation.AUTO_STEP_SIZE if auto else float(step_size), eta_xi=1.0,
-        c_theta=float(noise), c_xi=0.0, gamma_theta=float(thermal_inertia), gamma_xi=1.0,
-        thermostat=thermostat_on,
-        tempering=False,  # each replica's density is its own (plan.tempered), not U / T
-        per_coordinate=per_coordinate,
+    # each replica's density is its own (plan.tempered): no tempering variable
+    settings = ThermostatParams(
+        adaptation.AUTO_STEP_SIZE if auto else float(step_size), float(noise),
+        float(thermal_inertia), thermostat_on, per_coordinate,
     )
     seeds = split_seed(random_seed, 5)
     rng = np.random.default_rng(seeds[1])
     steps = (int(steps_per_sample), int(exchange_every))
-    plan = _plan(target, ladder, chains, corrected, seeds, steps, resample_momenta)
+    plan = _plan(target, ladder, chains, corrected, seeds)
     scale, start = _start(
         target, plan, auto, initial_points, jitter, (chains, n_rep, target.ndim), seeds[0]
     )
-    if auto:  # see TACTSettings.max_friction and max_kick (from the end of the warm-up)
-        settings = blowup.start_bounds(settings, tune)
-    warmup_rng = np.random.default_rng(rng.integers(2**63)) if auto else None
     # until the first warm-up window sizes the test, every pair takes exact energies if it can
     # (with one minibatch the noise near T = 1 skips nearly every swap, and the ladder would
     # start carrying crossings down only after that window)
     n_batches = np.full(max(n_rep - 1, 0), 0 if auto and plan.exact_energies else 1, dtype=int)
-    state = _Loop(
-        thermostats.init(start / scale, settings, rng), exchange.init(chains, n_rep), 0, scale,
-        n_batches, window=windows.init(tune, target.ndim) if auto else None,
-        exchange_noise=exchange_batches.init() if auto else None,
-        recovery=blowup.init(tune) if auto else None,
-    )
-    warmup = None
-    if auto:  # the corrected test's most minibatches per pair (one energies call gives m)
-        most = 1
-        if corrected:
-            most = exchange_batches.max_batches(plan.energies, start, data_size(target))
-        warmup = _warmup(plan, tune, warmup_rng, most)
+    swaps = _Swaps(exchange.init(chains, n_rep), n_batches,
+                   exchange_batches.init() if auto else None)
+    most = 1  # the corrected test's most minibatches per pair (one energies call gives m)
+    if auto and corrected:
+        most = exchange_batches.max_batches(plan.energies, start, data_size(target))
     label = "corrected" if corrected else "Metropolis"
-    trace = run_kernel(
-        _iteration(plan), state, settings, draws=draws, tune=tune, chains=chains,
-        rng=rng, record=_record(chains, n_rep), progressbar=progressbar, warmup=warmup,
-        description=f"Replica exchange ({n_rep} replicas, {label} test)",
+    trace = run_thermostats(
+        _replicas(plan, target, steps, resample_momenta, most), settings, scale=scale,
+        start=start, draws=draws, tune=tune, rng=rng, auto=auto, exchange=swaps,
+        description=f"Replica exchange ({n_rep} replicas, {label} test)", progressbar=progressbar,
     )
     recovery = trace.state.recovery
-    blowup.warn_blowups("Replica exchange", recovery)
     attrs = {
         "n_replicas": int(n_rep), "max_temperature": float(ladder[-1]),
         "exchange_every": steps[1], "correction_sd": CORRECTION_SD,
