@@ -12,8 +12,9 @@ eq. (4) of the CT paper::
 One evaluation costs one vectorised call of the model's log density and gradient on an
 ``(n, ndim)`` array (:meth:`Target.batched_logp_and_grad
 <pymc_tempering.target.Target.batched_logp_and_grad>`); there is no Python-level work per
-parameter or per chain. AIS and simulated tempering compose :func:`step` with the moves of
-:mod:`pymc_tempering.kernels.ladder`.
+parameter or per chain. The kernel is :func:`init` and :func:`step` ``(state, params, rng) ->
+(state, Info)`` with :class:`HMCParams`; AIS and simulated tempering compose it with the moves
+of :mod:`pymc_tempering.kernels.ladder`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "tempered_grad",
     "draw_momentum",
     "jittered",
+    "HMCParams",
     "step",
     "adapt_log_step_size",
     "step_size_adaptation_init",
@@ -161,19 +163,11 @@ def _select(accept: np.ndarray, new: TemperedState, old: TemperedState) -> Tempe
     )
 
 
-def step(
-    state: TemperedState,
-    beta,
-    step_size,
-    n_leapfrog: int,
-    evaluate: Callable[[np.ndarray], TemperedState],
-    rng: np.random.Generator,
-) -> tuple[TemperedState, Info]:
-    """One Metropolis-adjusted HMC transition per chain, leaving ``pi(x | beta)`` invariant.
+class HMCParams(NamedTuple):
+    """Parameters of one :func:`step`.
 
-    Parameters
+    Attributes
     ----------
-    state : TemperedState
     beta : float or ndarray, shape (n,)
         Inverse temperature of each chain (fixed during the step).
     step_size : float or ndarray, shape (n,)
@@ -182,6 +176,24 @@ def step(
         Leapfrog steps of the trajectory.
     evaluate : callable
         From :func:`whitened_density`.
+    """
+
+    beta: float | np.ndarray
+    step_size: float | np.ndarray
+    n_leapfrog: int
+    evaluate: Callable[[np.ndarray], TemperedState]
+
+
+def step(
+    state: TemperedState, params: HMCParams, rng: np.random.Generator
+) -> tuple[TemperedState, Info]:
+    """One Metropolis-adjusted HMC transition per chain, leaving ``pi(x | beta)`` invariant.
+
+    Parameters
+    ----------
+    state : TemperedState
+    params : HMCParams
+        Inverse temperature, step size, leapfrog steps and the density.
     rng : numpy.random.Generator
         Draws the momentum (:func:`draw_momentum`), then the uniforms of the accept test.
 
@@ -196,12 +208,13 @@ def step(
         *tempered* potential energy of the returned state, ``-log pi(x | beta)`` (for
         ``beta = 1`` the model's ``-log p(x)``).
     """
+    beta = params.beta
     n = state.z.shape[0]
-    eps = np.broadcast_to(np.asarray(step_size, dtype=float), (n,))[:, None]
+    eps = np.broadcast_to(np.asarray(params.step_size, dtype=float), (n,))[:, None]
     p = draw_momentum(rng, state.z.shape)
     with np.errstate(invalid="ignore", over="ignore"):
         h0 = -tempered_logp(state, beta) + 0.5 * np.sum(p**2, axis=-1)
-        new, p = _leapfrog(state, p, beta, eps, int(n_leapfrog), evaluate)
+        new, p = _leapfrog(state, p, beta, eps, int(params.n_leapfrog), params.evaluate)
         h1 = -tempered_logp(new, beta) + 0.5 * np.sum(p**2, axis=-1)
         energy_error = np.where(np.isnan(h1 - h0), np.inf, h1 - h0)
         log_accept = np.minimum(0.0, -energy_error)

@@ -5,13 +5,17 @@
   batch of runs one rung up, adding the weight increment
   ``(beta_n - beta_{n-1}) [log p(x) - log q(x)]`` (eq. 10 of the CT paper) and making one HMC
   transition leaving ``pi(. | beta_n)`` invariant (:func:`pymc_tempering.kernels.hmc.step`).
-- The *ladder draw* of simulated tempering: :func:`ladder_step` draws each chain's rung given
-  its position from ``P(beta_n | x) ∝ exp(-beta_n Delta(x))`` (:func:`ladder_log_conditional`,
-  :func:`draw_ladder_index`).
+- The *ladder draw* of simulated tempering: :func:`ladder_init` / :func:`ladder_step` draw each
+  chain's rung given its position from ``P(beta_n | x) ∝ exp(-beta_n Delta(x))``
+  (:func:`ladder_log_conditional`, :func:`draw_ladder_index`).
+
+Both kernels' steps are ``step(state, params, rng) -> (state, Info)``, with the parameters in
+:class:`AnnealParams` and :class:`LadderParams`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -24,10 +28,14 @@ from pymc_tempering.kernels.hmc import TemperedState
 __all__ = [
     "temperature_schedule",
     "AnnealingState",
+    "AnnealParams",
     "anneal_init",
     "anneal_step",
     "ladder_log_conditional",
     "draw_ladder_index",
+    "LadderState",
+    "LadderParams",
+    "ladder_init",
     "ladder_step",
 ]
 
@@ -95,22 +103,43 @@ def anneal_init(position: TemperedState) -> AnnealingState:
     return AnnealingState(position, 0, np.zeros(n), np.zeros(n), np.zeros(n, dtype=bool))
 
 
+class AnnealParams(NamedTuple):
+    """Parameters of :func:`anneal_step`.
+
+    Attributes
+    ----------
+    betas : ndarray
+        The schedule.
+    step_size : float or ndarray, shape (n_runs,)
+        Leapfrog step size before its jitter (:func:`pymc_tempering.kernels.hmc.jittered`).
+    n_leapfrog : int
+        Leapfrog steps of the HMC transition.
+    evaluate : callable
+        From :func:`pymc_tempering.kernels.hmc.whitened_density`.
+    """
+
+    betas: np.ndarray
+    step_size: float | np.ndarray
+    n_leapfrog: int
+    evaluate: Callable[[np.ndarray], TemperedState]
+
+
 def anneal_step(
-    state: AnnealingState, betas, step_size, n_leapfrog: int, evaluate, rng: np.random.Generator
+    state: AnnealingState, params: AnnealParams, rng: np.random.Generator
 ) -> tuple[AnnealingState, Info]:
     """Move every run from rung ``n - 1`` to rung ``n``: weight increment, then one HMC step.
 
-    ``step_size`` is jittered per run (:func:`pymc_tempering.kernels.hmc.jittered`); ``rng``
-    draws the jitter, then what :func:`pymc_tempering.kernels.hmc.step` draws. Returns the new
-    state and the HMC step's :class:`~pymc_tempering.kernels.Info`.
+    ``params.step_size`` is jittered per run (:func:`pymc_tempering.kernels.hmc.jittered`);
+    ``rng`` draws the jitter, then what :func:`pymc_tempering.kernels.hmc.step` draws. Returns
+    the new state and the HMC step's :class:`~pymc_tempering.kernels.Info`.
     """
     n = state.index + 1
-    pos = state.position
+    pos, betas = state.position, params.betas
     with np.errstate(invalid="ignore"):
         increment = (betas[n] - betas[n - 1]) * (pos.log_target - pos.log_base)
     log_weight = state.log_weight + np.where(np.isnan(increment), -np.inf, increment)
-    eps = hmc.jittered(step_size, pos.z.shape[0], rng)
-    pos, info = hmc.step(pos, betas[n], eps, n_leapfrog, evaluate, rng)
+    eps = hmc.jittered(params.step_size, pos.z.shape[0], rng)
+    pos, info = hmc.step(pos, hmc.HMCParams(betas[n], eps, params.n_leapfrog, params.evaluate), rng)
     new = AnnealingState(
         pos, n, log_weight, state.acceptance_sum + info.acceptance_rate,
         state.diverged | info.diverging,
@@ -137,24 +166,69 @@ def draw_ladder_index(log_prob: np.ndarray, u: np.ndarray) -> np.ndarray:
     return np.minimum(idx, log_prob.shape[-1] - 1)
 
 
-def ladder_step(delta, betas, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+class LadderState(NamedTuple):
+    """Simulated-tempering chains: positions, their rungs and the ladder conditional.
+
+    Attributes
+    ----------
+    position : TemperedState
+        The chains' states.
+    level : ndarray of int, shape (n,)
+        Each chain's rung.
+    log_conditional : ndarray, shape (n, len(betas))
+        ``log P(beta_m | x)`` at ``position`` for every rung (the Rao-Blackwellised weights).
+    """
+
+    position: TemperedState
+    level: np.ndarray
+    log_conditional: np.ndarray
+
+
+class LadderParams(NamedTuple):
+    """Parameters of :func:`ladder_step`: the ladder ``betas`` and ``log zeta`` of
+    ``Delta(x) = log zeta + log q(x) - log p(x)``."""
+
+    betas: np.ndarray
+    log_zeta: float
+
+
+def ladder_init(position: TemperedState, level, params: LadderParams) -> LadderState:
+    """Chains at ``position`` on rungs ``level``, with the ladder conditional at ``position``."""
+    delta = params.log_zeta + position.delta_no_zeta
+    return LadderState(position, level, ladder_log_conditional(delta, params.betas))
+
+
+def ladder_step(
+    state: LadderState, params: LadderParams, rng: np.random.Generator
+) -> tuple[LadderState, Info]:
     """The ladder move of simulated tempering: an independent draw of each chain's rung.
+
+    Draws each chain's rung from ``P(beta_n | x) ∝ exp(-beta_n Delta(x))`` at its position,
+    whatever its current rung (a Gibbs draw).
 
     Parameters
     ----------
-    delta : ndarray, shape (n,)
-        ``Delta(x) = log zeta + log q(x) - log p(x)`` at each chain's position.
-    betas : ndarray
-        The ladder.
+    state : LadderState
+        Only ``position`` is read: the conditional is computed at it.
+    params : LadderParams
     rng : numpy.random.Generator
         Draws one uniform per chain.
 
     Returns
     -------
-    index : ndarray of int, shape (n,)
-        The new rung of each chain.
-    log_conditional : ndarray, shape (n, len(betas))
-        ``log P(beta_m | x)`` for every rung (the Rao-Blackwellised weights).
+    state : LadderState
+        The same positions, the new rungs and ``log P(beta_m | x)`` for every rung.
+    info : pymc_tempering.kernels.Info
+        ``acceptance_rate`` 1 and ``diverging`` False for every chain (an exact draw);
+        ``energy`` the tempered potential energy ``-log pi(x | beta)`` at the new rung.
     """
-    log_cond = ladder_log_conditional(delta, betas)
-    return draw_ladder_index(log_cond, rng.random(log_cond.shape[0])), log_cond
+    position = state.position
+    log_cond = ladder_log_conditional(params.log_zeta + position.delta_no_zeta, params.betas)
+    level = draw_ladder_index(log_cond, rng.random(log_cond.shape[0]))
+    n = level.shape[0]
+    info = Info(
+        acceptance_rate=np.ones(n),
+        diverging=np.zeros(n, dtype=bool),
+        energy=-hmc.tempered_logp(position, params.betas[level]),
+    )
+    return LadderState(position, level, log_cond), info

@@ -77,7 +77,7 @@ def test_step_leaves_the_base_invariant():
     rng = np.random.default_rng(seed(1))
     state = hmc.init(rng.standard_normal((4000, 3)), evaluate)
     for _ in range(5):
-        state, info = hmc.step(state, 0.0, 1.3, 4, evaluate, rng)
+        state, info = hmc.step(state, hmc.HMCParams(0.0, 1.3, 4, evaluate), rng)
     assert 0.3 < info.acceptance_rate.mean() < 1.0
     # Independent runs: KS against N(0, 1); a p-value is uniform under the null, so three
     # columns at 1e-4 fail together with probability 3e-4.
@@ -102,7 +102,8 @@ def test_step_leaves_a_gaussian_target_invariant():
     state = hmc.init(z0, evaluate)
     accepted = []
     for _ in range(10):
-        state, info = hmc.step(state, 1.0, hmc.jittered(0.4, 4000, rng), 5, evaluate, rng)
+        move = hmc.HMCParams(1.0, hmc.jittered(0.4, 4000, rng), 5, evaluate)
+        state, info = hmc.step(state, move, rng)
         accepted.append(info.acceptance_rate.mean())
     assert np.mean(accepted) > 0.5  # the chains do move
     x = base.unwhiten(state.z)[None]  # (chain=1, draw=4000, 3): independent draws
@@ -117,7 +118,7 @@ def test_info_fields_and_shapes():
     rng = np.random.default_rng(seed(3))
     state = hmc.init(rng.standard_normal((50, 3)), evaluate)
     beta = np.linspace(0.0, 1.0, 50)
-    new, info = hmc.step(state, beta, 0.5, 3, evaluate, rng)
+    new, info = hmc.step(state, hmc.HMCParams(beta, 0.5, 3, evaluate), rng)
     assert isinstance(info, Info) and isinstance(new, hmc.TemperedState)
     assert info.acceptance_rate.shape == info.diverging.shape == info.energy.shape == (50,)
     assert info.diverging.dtype == bool and not info.diverging.any()
@@ -146,11 +147,11 @@ def test_divergence_flagged(kind):
     rng = np.random.default_rng(seed(4))
     state = hmc.init(rng.standard_normal((200, 2)) * (0.01 if kind == "energy" else 0.1), evaluate)
     assert np.all(np.isfinite(state.log_target))
-    new, info = hmc.step(state, 1.0, 2.0, 10, evaluate, rng)
+    new, info = hmc.step(state, hmc.HMCParams(1.0, 2.0, 10, evaluate), rng)
     assert info.diverging.mean() > 0.5
     assert np.all(info.acceptance_rate[info.diverging] < 1e-100)
     np.testing.assert_array_equal(new.z[info.diverging], state.z[info.diverging])
-    _, calm = hmc.step(state, 1.0, 1e-4, 10, evaluate, rng)
+    _, calm = hmc.step(state, hmc.HMCParams(1.0, 1e-4, 10, evaluate), rng)
     assert not calm.diverging.any()
 
 
@@ -186,7 +187,8 @@ def test_step_size_adaptation_reaches_the_target_acceptance(start):
     adaptation = hmc.step_size_adaptation_init(np.full(n, start))
     eps = np.exp(adaptation.log_step_size)
     for it in range(tune):
-        state, info = hmc.step(state, 1.0, hmc.jittered(eps, n, rng), 5, evaluate, rng)
+        move = hmc.HMCParams(1.0, hmc.jittered(eps, n, rng), 5, evaluate)
+        state, info = hmc.step(state, move, rng)
         adaptation = hmc.step_size_adaptation_update(
             adaptation, info.acceptance_rate, 0.8, it, tune
         )
@@ -195,7 +197,8 @@ def test_step_size_adaptation_reaches_the_target_acceptance(start):
     assert np.all(eps < start) if start > 1 else np.all(eps > start)
     rates = []
     for _ in range(20):
-        state, info = hmc.step(state, 1.0, hmc.jittered(eps, n, rng), 5, evaluate, rng)
+        move = hmc.HMCParams(1.0, hmc.jittered(eps, n, rng), 5, evaluate)
+        state, info = hmc.step(state, move, rng)
         rates.append(info.acceptance_rate.mean())
     assert abs(np.mean(rates) - 0.8) < 0.12
 

@@ -8,10 +8,14 @@ from scipy import stats
 
 import pymc_tempering as pmt
 from pymc_tempering.kernels import hmc
+from pymc_tempering.kernels import Info
 from pymc_tempering.kernels.ladder import (
+    AnnealParams,
+    LadderParams,
     anneal_init,
     anneal_step,
     draw_ladder_index,
+    ladder_init,
     ladder_log_conditional,
     ladder_step,
     temperature_schedule,
@@ -39,13 +43,14 @@ def test_anneal_step_exact(normal_model):
     rng = np.random.default_rng(seed(1))
     start = anneal_init(hmc.init(rng.standard_normal((30, 2)), evaluate))
     assert start.index == 0 and not start.log_weight.any() and not start.diverged.any()
-    state, info = anneal_step(start, betas, 0.3, 3, evaluate, rng)
+    params = AnnealParams(betas, 0.3, 3, evaluate)
+    state, info = anneal_step(start, params, rng)
     expected = 0.25 * (start.position.log_target - start.position.log_base)
     np.testing.assert_allclose(state.log_weight, expected)
     assert state.index == 1
     np.testing.assert_array_equal(state.acceptance_rate, info.acceptance_rate)
     np.testing.assert_array_equal(state.diverged, info.diverging)
-    state2, info2 = anneal_step(state, betas, 0.3, 3, evaluate, rng)
+    state2, info2 = anneal_step(state, params, rng)
     np.testing.assert_allclose(
         state2.acceptance_rate, (info.acceptance_rate + info2.acceptance_rate) / 2
     )
@@ -73,8 +78,23 @@ def test_ladder_draws_follow_the_conditional():
     counts = np.bincount(idx, minlength=6)
     # the p-value is uniform under the null: each check fails with probability 1e-4
     assert stats.chisquare(counts, 50_000 * np.exp(log_p)).pvalue > 1e-4
-    # the move: one uniform per chain, the same conditional for every rung
-    idx, log_cond = ladder_step(np.full(50_000, 1.7), betas, rng)
-    np.testing.assert_allclose(log_cond[0], log_p)
-    counts = np.bincount(idx, minlength=6)
-    assert stats.chisquare(counts, 50_000 * np.exp(log_p)).pvalue > 1e-4
+    # the move: one uniform per chain, the same conditional for every rung; Delta(x) =
+    # log zeta + log q(x) - log p(x) = 1.7 at every position
+    n = 50_000
+    position = hmc.TemperedState(
+        z=np.zeros((n, 1)), log_target=np.full(n, -2.0), grad_target=np.zeros((n, 1)),
+        log_base=np.full(n, -0.8), grad_base=np.zeros((n, 1)),
+    )
+    params = LadderParams(betas, log_zeta=0.5)
+    start = ladder_init(position, np.zeros(n, dtype=int), params)
+    np.testing.assert_allclose(start.log_conditional[0], log_p)
+    state, info = ladder_step(start, params, rng)
+    assert state.position is position
+    np.testing.assert_allclose(state.log_conditional[0], log_p)
+    counts = np.bincount(state.level, minlength=6)
+    assert stats.chisquare(counts, n * np.exp(log_p)).pvalue > 1e-4
+    # an exact draw: always accepted, never diverging; the energy is -log pi(x | beta) at the
+    # new rung
+    assert isinstance(info, Info)
+    assert np.all(info.acceptance_rate == 1.0) and not info.diverging.any()
+    np.testing.assert_allclose(info.energy, -hmc.tempered_logp(position, betas[state.level]))

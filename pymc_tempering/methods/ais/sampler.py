@@ -30,6 +30,7 @@ from pymc_tempering.estimators import log_mean_exp
 from pymc_tempering.kernels import hmc
 from pymc_tempering.kernels.ladder import (
     AnnealingState,
+    AnnealParams,
     anneal_init,
     anneal_step,
     temperature_schedule,
@@ -55,7 +56,8 @@ class _Params(NamedTuple):
 
 def _step(state: _State, params: _Params, rng: np.random.Generator):
     eps = float(np.exp(params.log_step_size))
-    runs, info = anneal_step(state.runs, params.betas, eps, params.n_leapfrog, params.evaluate, rng)
+    kernel = AnnealParams(params.betas, eps, params.n_leapfrog, params.evaluate)
+    runs, info = anneal_step(state.runs, kernel, rng)
     return _State(runs, state.step_size_sum + eps), info
 
 

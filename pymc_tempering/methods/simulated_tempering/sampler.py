@@ -7,7 +7,8 @@ A discrete ladder ``0 = beta_0 < ... < beta_N = 1`` and the joint (eq. 7 of the 
 
 the discrete analogue of the continuous tempering joint (16). Each iteration makes one HMC
 transition of ``x`` given ``beta`` (:func:`pymc_tempering.kernels.hmc.step`) and an independent
-draw of ``beta`` given ``x`` (:func:`pymc_tempering.kernels.ladder.ladder_step`) from::
+draw of ``beta`` given ``x`` (the ladder kernel :func:`pymc_tempering.kernels.ladder.ladder_step`)
+from::
 
     P(beta_n | x) ∝ exp(-beta_n Delta(x)),    Delta(x) = log zeta + log q(x) - log p(x).
 
@@ -29,17 +30,17 @@ from pymc_tempering.bases import Base, prepare_base
 from pymc_tempering.driver import driver_result, run_kernel
 from pymc_tempering.estimators import log_ratio_by_chain
 from pymc_tempering.kernels import hmc
-from pymc_tempering.kernels.ladder import ladder_log_conditional, ladder_step, temperature_schedule
+from pymc_tempering.kernels.ladder import (
+    LadderParams,
+    LadderState,
+    ladder_init,
+    ladder_step,
+    temperature_schedule,
+)
 from pymc_tempering.results import INVERSE_TEMPERATURE
 from pymc_tempering.contract import check_sampler_args, reproducible, split_seed
 
 __all__ = ["sample_simulated_tempering"]
-
-
-class _State(NamedTuple):
-    position: hmc.TemperedState
-    level: np.ndarray  # rung index per chain
-    log_conditional: np.ndarray  # log P(beta_m | x) per chain and rung
 
 
 class _Params(NamedTuple):
@@ -53,17 +54,24 @@ class _Params(NamedTuple):
     tune: int
 
 
-def _step(state: _State, params: _Params, rng: np.random.Generator):
-    """HMC on x given beta (jittered step size), then the ladder draw of beta given x."""
+def _step(state: LadderState, params: _Params, rng: np.random.Generator):
+    """HMC on x given beta (jittered step size), then the ladder draw of beta given x.
+
+    Returns the HMC transition's :class:`~pymc_tempering.kernels.Info` (the ladder draw's
+    acceptance is always 1).
+    """
     eps = hmc.jittered(params.step_size, state.level.size, rng)
-    beta = params.betas[state.level]
-    position, info = hmc.step(state.position, beta, eps, params.n_leapfrog, params.evaluate, rng)
-    delta = params.log_zeta + position.delta_no_zeta
-    level, log_cond = ladder_step(delta, params.betas, rng)
-    return _State(position, level, log_cond), info
+    move = hmc.HMCParams(params.betas[state.level], eps, params.n_leapfrog, params.evaluate)
+    position, info = hmc.step(state.position, move, rng)
+    state, _ = ladder_step(state._replace(position=position), _ladder(params), rng)
+    return state, info
 
 
-def _warmup(state: _State, info, params: _Params, iteration: int):
+def _ladder(params: _Params) -> LadderParams:
+    return LadderParams(params.betas, params.log_zeta)
+
+
+def _warmup(state: LadderState, info, params: _Params, iteration: int):
     """Adapt each chain's step size; after the last warm-up iteration use its average."""
     if params.adaptation is None:
         return state, params
@@ -75,7 +83,7 @@ def _warmup(state: _State, info, params: _Params, iteration: int):
     return state, params._replace(step_size=np.exp(log_eps), adaptation=adaptation)
 
 
-def _record(state: _State, info) -> dict:
+def _record(state: LadderState, info) -> dict:
     return {
         "z": state.position.z,
         "level": state.level,
@@ -87,11 +95,11 @@ def _record(state: _State, info) -> dict:
     }
 
 
-def _initial(evaluate, betas, log_zeta, chains, ndim, rng) -> _State:
+def _initial(evaluate, ladder: LadderParams, chains, ndim, rng) -> LadderState:
     """Draws of the base, each at a uniformly drawn rung."""
     position = hmc.init(rng.standard_normal((chains, ndim)), evaluate)
-    level = rng.integers(len(betas), size=chains)
-    return _State(position, level, ladder_log_conditional(log_zeta + position.delta_no_zeta, betas))
+    level = rng.integers(len(ladder.betas), size=chains)
+    return ladder_init(position, level, ladder)
 
 
 @reproducible
@@ -174,7 +182,7 @@ def sample_simulated_tempering(
         eps0, adaptation = np.full(chains, float(step_size)), None
     params = _Params(evaluate, betas, log_zeta, n_leapfrog, eps0, adaptation, target_accept, tune)
     trace = run_kernel(
-        _step, _initial(evaluate, betas, log_zeta, chains, target.ndim, rng), params,
+        _step, _initial(evaluate, _ladder(params), chains, target.ndim, rng), params,
         draws=draws, tune=tune, chains=chains, rng=rng, record=_record, warmup=_warmup,
         description="Simulated tempering", progressbar=progressbar,
     )
