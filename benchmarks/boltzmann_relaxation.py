@@ -1,7 +1,7 @@
 """Section 7.2 of the CT paper: Gaussian mixture relaxations of Boltzmann machines.
 
 Boltzmann machines with ``D_B`` units are generated as in appendix B by
-:mod:`pymc_tempering.datasets` (``boltzmann_machine``, ``boltzmann_relaxation``; eigenvalues
+:mod:`pymc_tempering.problems.boltzmann` (``boltzmann_machine``, ``boltzmann_relaxation``; eigenvalues
 ``6 tanh(2 n)``, Haar rotation, zero diagonal, biases ``N(0, 0.1^2)``); ``D`` solves the SDP
 (46), here by subgradient descent on ``lambda_max - lambda_min`` of ``W + diag(d)`` followed by a
 shift that puts ``lambda_min`` at 0. Ground truth log Z (eq. 52), mean (53) and covariance (54)
@@ -33,59 +33,19 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pymc as pm
-import pytensor.tensor as pt
 from scipy.special import logsumexp
 
 import pymc_tempering as pmt
-from pymc_tempering.datasets import (  # noqa: F401 (evidence_calibration.py reads them from here)
+from pymc_tempering.problems.boltzmann import (
     boltzmann_machine,
     boltzmann_relaxation as relaxation,
     boltzmann_relaxation_model as relaxation_model,
+    boltzmann_relaxation_proper_model as proper_relaxation_model,
     boltzmann_relaxation_truth as truth,
+    boltzmann_variational_base as variational_base,
 )
 
 RESULTS = Path(__file__).parent / "results"
-
-
-# ---------------------------------------------------------------------------- the targets
-def proper_relaxation_model(q, b) -> tuple[pm.Model, float]:
-    """Eq. (51) with its Gaussian factor as a proper prior, ``x ~ N(0, I)``, and the cosh terms
-    as a potential: the same density as :func:`relaxation_model`, written as a PyMC user who
-    wants its evidence would (the flat form is no evidence, only a normalizing constant).
-    Returns the model and what its log Z differs from eq. (52)'s by: the Gaussian's normaliser,
-    ``-D/2 log(2 pi)``."""
-    with pm.Model() as model:
-        x = pm.Normal("x", 0.0, 1.0, shape=q.shape[1])
-        a = pt.dot(pt.constant(q), x) + pt.constant(b)
-        pm.Potential("log_cosh", pt.sum(pt.logaddexp(a, -a) - np.log(2.0)))
-    return model, -0.5 * q.shape[1] * np.log(2 * np.pi)
-
-
-def variational_base(w, b, q, d, rng, n_fits: int = 20):
-    """Moment-matched mixture of mean-field fits of the Boltzmann machine (section 6)."""
-    n, dim = len(b), q.shape[1]
-    fits = []
-    for _ in range(n_fits):
-        m = np.tanh(rng.standard_normal(n))
-        for _ in range(500):
-            m_new = np.tanh(w @ m + b)
-            m = 0.5 * m + 0.5 * m_new
-        p = np.clip((1 + m) / 2, 1e-12, 1 - 1e-12)
-        entropy = -np.sum(p * np.log(p) + (1 - p) * np.log(1 - p))
-        elbo = 0.5 * m @ w @ m + b @ m + entropy  # lower bound on log Z_B
-        if not any(np.allclose(m, m_old, atol=1e-3) for _, m_old in fits):  # distinct modes
-            fits.append((elbo, m))
-    elbos = np.array([f[0] for f in fits])
-    weights = np.exp(elbos - logsumexp(elbos))
-    means = np.array([q.T @ m for _, m in fits])
-    covs = np.array([q.T @ np.diag(1 - m**2) @ q + np.eye(dim) for _, m in fits])
-    mean = weights @ means
-    cov = np.einsum("k,kij->ij", weights, covs + np.einsum("ki,kj->kij", means, means))
-    cov -= np.outer(mean, mean)
-    log_zb = logsumexp(elbos)  # distinct mean-field modes: an approximation of log Z_B
-    log_zeta = log_zb + 0.5 * d.sum() + 0.5 * dim * np.log(2 * np.pi) - n * np.log(2)
-    return pmt.Base.from_moments(mean, cov, log_zeta=float(log_zeta))
 
 
 # ---------------------------------------------------------------------------- the methods

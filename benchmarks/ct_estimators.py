@@ -36,7 +36,7 @@ from scipy.optimize import minimize
 from scipy.special import logsumexp
 
 import pymc_tempering as pmt
-from pymc_tempering.datasets import (
+from pymc_tempering.problems.radon import (
     radon_intercepts_model,
     radon_log_marginal_likelihood,
     radon_model,

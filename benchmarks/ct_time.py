@@ -1,6 +1,6 @@
 """Where `sample_ct`'s wall time goes, beside `pm.sample_smc`'s, on the evidence suite's problems.
 
-For each problem of ``benchmarks/evidence_suite.py`` (default: all), in one process, after a
+For each problem of :mod:`pymc_tempering.problems` (default: the evidence suite's), in one process, after a
 warm-up run that pays the one-off imports and numba compilation: ``pmt.sample_ct()`` at its
 defaults with its phases timed by wrapping the functions that do them, then
 ``pm.sample_smc(draws=2000, chains=2)`` on the same model. Phases:
@@ -14,7 +14,7 @@ defaults with its phases timed by wrapping the functions that do them, then
 - ``NUTS sampling``: ``nutpie.sample``;
 - ``other``: the rest (building the tempered models, the result trees, ``diagnose``).
 
-The radon models of :mod:`pymc_tempering.datasets` are problems too: ``radon_alpha``
+The radon models of :mod:`pymc_tempering.problems` are problems too: ``radon_alpha``
 (``radon_model(non_centered="alpha")``), ``radon_intercepts`` and ``radon_pooled``, with their
 exact log Z.
 
@@ -28,29 +28,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import pymc as pm
 
-sys.path.insert(0, str(Path(__file__).parent))
+import nutpie
+from evidence_suite import PROBLEMS
 
-import nutpie  # noqa: E402
-from evidence_suite import PROBLEMS  # noqa: E402
-
-import pymc_tempering as pmt  # noqa: E402
-from pymc_tempering.datasets import (  # noqa: E402
-    radon_intercepts_model,
-    radon_log_marginal_likelihood,
-    radon_model,
-    radon_pooled_model,
-)
-from pymc_tempering.bases import fit as fit_module  # noqa: E402
-from pymc_tempering.bases import modes as modes_module  # noqa: E402
-from pymc_tempering.extended import tempered as ct_module  # noqa: E402
+import pymc_tempering as pmt
+from pymc_tempering.bases import fit as fit_module
+from pymc_tempering.bases import modes as modes_module
+from pymc_tempering.extended import tempered as ct_module
+from pymc_tempering.problems import get
 
 OUT = Path(__file__).parent / "results" / "ct_time.json"
 PHASES = ("mode search", "ADVI", "log_zeta", "NUTS compile", "NUTS sampling")
@@ -80,30 +71,11 @@ def _instrument():
     _timed(nutpie, "sample", "NUTS sampling")
 
 
-RADON = {
-    "radon_alpha": lambda: radon_model(non_centered="alpha"),
-    "radon_intercepts": radon_intercepts_model,
-    "radon_pooled": radon_pooled_model,
-}
-RADON_TRUTH = {"radon_alpha": "full", "radon_intercepts": "intercepts", "radon_pooled": "pooled"}
-
-
-@dataclass(frozen=True)
-class _Radon:
-    """A radon model in the shape of an evidence-suite problem (``build`` and ``log_z``)."""
-
-    name: str
-
-    def build(self):
-        return RADON[self.name]()
-
-    @property
-    def log_z(self) -> float:
-        return radon_log_marginal_likelihood(model=RADON_TRUTH[self.name])
+RADON = ("radon_alpha", "radon_intercepts", "radon_pooled")
 
 
 def run(name: str, seed: int, draws: int | None = None) -> dict:
-    problem = _Radon(name) if name in RADON else PROBLEMS[name]
+    problem = get(name)
     TIMES.clear()
     start = time.perf_counter()
     with problem.build():

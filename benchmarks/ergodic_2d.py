@@ -44,8 +44,8 @@ import numpy as np
 import pymc_tempering as pmt
 from pymc_tempering.methods.ergodic import fit_ergodic
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
-from targets import (  # noqa: E402  (the targets the tests use: tests/targets.py)
+from pymc_tempering.problems.ergodic import (
+    table_2_gauss_u as u_gauss,
     table_2_model,
     table_2_mog_u,
     table_2_quadrature,
@@ -54,14 +54,6 @@ from targets import (  # noqa: E402  (the targets the tests use: tests/targets.p
 
 OUT = Path(__file__).parent / "results"
 T, LEAPFROG, N_ITER, N_PARTICLES, N_DRAWS = 10, 5, 200, 100, 100_000
-SIGMA = np.array([[2.0, 1.5], [1.5, 1.6]])
-
-
-def u_gauss(z1, z2, lib=np):
-    prec = np.linalg.inv(SIGMA)
-    quad = prec[0, 0] * z1**2 + 2 * prec[0, 1] * z1 * z2 + prec[1, 1] * z2**2
-    return 0.5 * quad + np.log(2 * np.pi) + 0.5 * np.log(np.linalg.det(SIGMA))
-
 
 TARGETS = {"ring": table_2_ring_u, "gauss": u_gauss, "mog": table_2_mog_u}
 

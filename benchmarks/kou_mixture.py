@@ -49,7 +49,7 @@ import numpy as np
 import pymc as pm
 
 import pymc_tempering as pmt
-from pymc_tempering.datasets import kou_mixture_model, kou_mixture_moments
+from pymc_tempering.problems.mixtures import kou_mixture_model, kou_mixture_moments
 
 RESULTS = Path(__file__).parent / "results"
 METHODS = ("nuts", "pe2", "pe5", "pe10", "pe20", "ct")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -27,8 +26,7 @@ import pymc as pm
 
 import pymc_tempering as pmt
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
-from targets import minibatch_regression  # noqa: E402  (the tests' model: tests/targets.py)
+from pymc_tempering.problems.minibatch import minibatch_regression
 
 OUT = Path(__file__).parent / "results" / "minibatch_regression.json"
 BATCH = 300

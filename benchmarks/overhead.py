@@ -6,7 +6,7 @@ The cost of ONE log-density + gradient evaluation of the jointly continuously te
 built by :func:`pymc_tempering.continuously_tempered_model` (the original model's unconstrained
 variables plus ``temperature_control``), divided by the cost of one log-density + gradient
 evaluation of the original model. The model is the radon hierarchical regression
-(:func:`pymc_tempering.datasets.radon_model`: 92 parameters, 919 observations). Two bases:
+(:func:`pymc_tempering.problems.radon_model`: 92 parameters, 919 observations). Two bases:
 
 * mean-field: a Gaussian base with a diagonal covariance (``base.diagonal is True``);
 * full-rank: a Gaussian base with a dense covariance (``base.diagonal is False``).
@@ -97,7 +97,7 @@ DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results"
 def build_cases(seed: int, fit_bases: bool, advi_n: int):
     """The original radon model, the two bases, the two extended models and the points."""
     import pymc_tempering as pmt
-    from pymc_tempering.datasets import radon_model
+    from pymc_tempering.problems.radon import radon_model
 
     model = radon_model()
     target = pmt.Target(model)
@@ -163,7 +163,7 @@ def build_cases(seed: int, fit_bases: bool, advi_n: int):
         )
     n_obs = int(sum(np.size(model.rvs_to_values[rv].data) for rv in model.observed_RVs))
     info = {
-        "model": "radon hierarchical regression (pymc_tempering.datasets.radon_model)",
+        "model": "radon hierarchical regression (pymc_tempering.problems.radon_model)",
         "n_params": n,
         "n_params_extended": n + 1,
         "n_obs": n_obs,

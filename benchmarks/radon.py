@@ -4,7 +4,7 @@ What it measures
 ----------------
 The hierarchical regression of log radon on floor and county log uranium (Gelman and Hill's
 Minnesota data: 919 households, 85 counties), non-centred as in the paper's factor graph, with
-half-Cauchy(5) scales: 92 parameters (:func:`pymc_tempering.datasets.radon_model` with
+half-Cauchy(5) scales: 92 parameters (:func:`pymc_tempering.problems.radon_model` with
 ``non_centered=True``). For each seed, in one run and interleaved, every method estimates log Z
 and the script records its estimate, its reported standard error and its wall time (everything
 the call does: base fits, compilation, tuning, sampling):
@@ -24,7 +24,7 @@ the call does: base fits, compilation, tuning, sampling):
     temperatures (HMC transitions, 10 leapfrog steps, step sizes tuned by a pilot), from the
     same kind of base as ``sample_ct``.
 
-The reference is exact: :func:`pymc_tempering.datasets.radon_log_marginal_likelihood`
+The reference is exact: :func:`pymc_tempering.problems.radon_log_marginal_likelihood`
 (-1048.4930; the 89 Gaussian coefficients integrate out in closed form, the three scales by
 quadrature). It is not ``pm.sample_smc``. ``--reference`` runs the independent cross-check the
 issue asked for before the exact value existed: long AIS runs (100 runs of 10,000
@@ -64,7 +64,7 @@ import numpy as np
 import pymc as pm
 
 import pymc_tempering as pmt
-from pymc_tempering.datasets import radon_log_marginal_likelihood, radon_model
+from pymc_tempering.problems.radon import radon_log_marginal_likelihood, radon_model
 
 RESULTS = Path(__file__).parent / "results"
 CT_SAMPLERS = ("nutpie", "pymc", "numpyro")

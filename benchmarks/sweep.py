@@ -60,7 +60,7 @@ from scipy.special import logsumexp
 from scipy.stats import halfnorm
 
 import pymc_tempering as pmt
-from pymc_tempering.datasets import load_radon
+from pymc_tempering.problems.radon import load_radon
 from pymc_tempering.sweep import read_store
 
 ROOT = Path(__file__).resolve().parents[1]
