@@ -25,7 +25,7 @@ def test_blow_ups_are_undone_in_the_warm_up_and_dropped_as_divergences_after_it(
     preconditioner halved (counted; more than ``MAX_WARMUP_BLOWUPS`` raise), after it the start
     is kept with the same preconditioner and the blow-up counted as a divergence; an explicit
     step size (no record) re-raises, and so does a non-finite gradient during the warm-up."""
-    settings = thermostats.TACTSettings(0.01, 1.0, 0.05, 0.0, 1.0, 1.0, tempering=False)
+    settings = thermostats.ThermostatParams(0.01, 0.05, 1.0)
     rng = np.random.default_rng(0)
     state = thermostats.init(np.ones((3, 2)), settings, rng)
     scale = np.full((3, 2), 4.0)
@@ -64,12 +64,13 @@ def test_a_kick_beyond_the_bound_in_the_warm_up_halves_that_chains_preconditione
     def force(theta):
         return np.zeros(theta.shape[0]), np.array([[1.0, 0.0], [1e6, -1e6], [0.0, 2.0]])
 
-    settings = thermostats.TACTSettings(0.01, 1.0, 0.0, 0.0, 1.0, 1.0, tempering=False,
-                                        thermostat=False, max_kick=10.0, kick_raises=True)
+    settings = thermostats.ThermostatParams(0.01, 0.0, 1.0, thermostat=False, max_kick=10.0,
+                                            kick_raises=True)
     state = thermostats.init(np.array([[1.0, -2.0], [3.0, 0.5], [-1.0, 4.0]]), settings,
                              np.random.default_rng(1))
     with pytest.raises(thermostats.KickBeyondBound, match="beyond max_kick") as caught:
-        thermostats.step(state, settings, force, np.random.default_rng(2), where="here")
+        params = thermostats.StepParams(settings, force, where="here")
+        thermostats.step(state, params, np.random.default_rng(2))
     np.testing.assert_array_equal(caught.value.rows, [False, True, False])
     recovery = blowup.init(tune=10)
     scale = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])

@@ -27,7 +27,9 @@ def test_tempering_step_cap_holds_the_kicks_of_xi_to_their_budget():
     """``tempering_step_cap``: at the cap, the largest kick ``eta_xi |lambda'| T sqrt(d / 2)``
     over the well is ``XI_KICK_BUDGET`` thermal sds ``sqrt(eta_xi)``; the default 0.001 is
     kept below 8 parameters, and there is no cap without tempering."""
-    settings = thermostats.TACTSettings(0.01, 0.001, 0.05, 0.05, 1.0, 1.0, lambda_min=0.1)
+    settings = thermostats.ThermostatParams(
+        0.01, 0.05, 1.0, tempering=thermostats.TemperingParams(0.001, 0.05, 1.0, lambda_min=0.1)
+    )
     xi = np.linspace(0.0, 1.0, 100_001)
     lam, dlam = thermostats.coupling(xi, settings)
     for d in (1, 7, 8, 89, 1000):
@@ -36,7 +38,9 @@ def test_tempering_step_cap_holds_the_kicks_of_xi_to_their_budget():
         assert kick / np.sqrt(eta) == pytest.approx(adaptation.XI_KICK_BUDGET, rel=1e-3)
         assert (eta > 0.001) == (d < 8)
         assert adaptation.tempering_step_size(0.0, cap=eta) == min(0.001, eta)
-    assert adaptation.tempering_step_cap(settings._replace(tempering=False), 89) == np.inf
+    assert adaptation.tempering_step_cap(settings._replace(tempering=None), 89) == np.inf
+    held = settings._replace(tempering=settings.tempering._replace(moves=False))
+    assert adaptation.tempering_step_cap(held, 89) == np.inf
 
 
 @pytest.mark.slow

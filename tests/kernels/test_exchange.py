@@ -16,7 +16,7 @@ from scipy.special import expit
 from scipy.stats import halfnorm, norm
 from pymc_tempering.problems.minibatch import minibatch_regression
 
-from pymc_tempering.kernels import exchange
+from pymc_tempering.kernels import Info, exchange
 from pymc_tempering.kernels.exchange import (
     CORRECTION_SD,
     corrected_acceptance_probability,
@@ -59,19 +59,27 @@ def test_exchange_move_swaps_accepted_pairs_and_counts_them():
 
     state = exchange.init(2, 4)
     rng = np.random.default_rng(0)
-    state, swapped = exchange.step(state, theta, betas, energies, rng, corrected=False)
+    params = exchange.ExchangeParams(betas, energies, corrected=False)
+    state, info = exchange.step(state._replace(theta=theta), params, rng)
+    swapped = state.theta
+    assert isinstance(info, Info) and not info.diverging.any()
+    np.testing.assert_array_equal(info.acceptance_rate, [[1.0, np.nan, 1.0]] * 2)
+    np.testing.assert_array_equal(info.energy, -1e3 * theta[:, :, 0])
     assert state.rounds == 1 and state.attempted.tolist() == [[1, 0, 1]] * 2
     assert state.accepted.tolist() == [[1, 0, 1]] * 2 and state.skipped.sum() == 0
     np.testing.assert_array_equal(swapped[:, :, 0], theta[:, [1, 0, 3, 2], 0])
     assert theta[0, 0, 0] == 0.0  # the input is left alone
-    state, again = exchange.step(state, swapped, betas, energies, rng, corrected=False)
+    state, _ = exchange.step(state, params, rng)
+    again = state.theta
     assert state.rounds == 2 and state.attempted.tolist() == [[1, 1, 1]] * 2
     np.testing.assert_array_equal(again[:, :, 0], theta[:, [1, 3, 0, 2], 0])
     # one replica: nothing to exchange, and the energies are never evaluated
     single = exchange.init(2, 1)
     one = theta[:, :1]
-    same_state, same_theta = exchange.step(single, one, betas[:1], None, rng, corrected=False)
-    assert same_state is single and same_theta is one
+    single = single._replace(theta=one)
+    same_state, info = exchange.step(single, exchange.ExchangeParams(betas[:1], None, False), rng)
+    assert same_state is single and same_state.theta is one
+    assert info.acceptance_rate.shape == (2, 0) and np.isnan(info.energy).all()
 
 
 @pytest.mark.parametrize("delta", [-2.0, 0.7, 2.5])
@@ -125,16 +133,16 @@ def test_exact_pairs_take_the_metropolis_test():
     def exact(x):  # Delta = (1 - 0.5) (U_0 - U_1) = 0.5 (0 - 1.4)
         return 1.4 * x[:, 0]
 
-    state = exchange.init(theta.shape[0], 3)
-    state, _ = exchange.step(state, theta, betas, noisy, rng, corrected=True,
-                             n_batches=np.array([0, 1]), exact_energies=exact)
+    state = exchange.init(theta.shape[0], 3)._replace(theta=theta)
+    params = exchange.ExchangeParams(betas, noisy, True, np.array([0, 1]), exact)
+    state, info = exchange.step(state, params, rng)
+    p = np.exp(-0.7)
+    np.testing.assert_allclose(info.acceptance_rate[:, 0], p)  # the Metropolis probability
     assert state.attempted[:, 0].all() and not state.attempted[:, 1].any()
     assert not state.skipped.any() and np.all(state.noise_max[:, 0] == 0)
-    p = np.exp(-0.7)
     assert_within_se(state.accepted[:, 0].mean(), p, np.sqrt(p * (1 - p) / theta.shape[0]),
                      what="acceptance of the exact pair")
-    state, _ = exchange.step(state, theta, betas, noisy, rng, corrected=True,
-                             n_batches=np.array([0, 1]), exact_energies=exact)
+    state, info = exchange.step(state._replace(theta=theta), params, rng)
     assert state.skipped[:, 1].mean() > 0.99  # the odd pair: one noisy minibatch, skipped
 
 

@@ -16,12 +16,18 @@ from checks import assert_within_se, seed
 from pymc_tempering.contract import DivergenceError
 from pymc_tempering.methods.tact import sample_tact
 from pymc_tempering.kernels import Info, thermostats
-from pymc_tempering.kernels.thermostats import TACTSettings, coupling
+from pymc_tempering.kernels.thermostats import (
+    StepParams,
+    TemperingParams,
+    ThermostatParams,
+    coupling,
+)
 from pymc_tempering.target import Target
 
 
 def test_coupling_is_one_on_flat_part_and_smooth():
-    s = TACTSettings(0.01, 0.001, 0.05, 0.05, 1.0, 1.0, unit_temperature_fraction=0.3, lambda_min=0.1)
+    tempering = TemperingParams(0.001, 0.05, 1.0, unit_temperature_fraction=0.3, lambda_min=0.1)
+    s = ThermostatParams(0.01, 0.05, 1.0, tempering=tempering)
     xi = np.linspace(0, 1, 1001)
     lam, dlam = coupling(xi, s)
     assert np.all(lam[xi <= 0.3] == 1.0) and np.all(dlam[xi <= 0.3] == 0.0)
@@ -35,10 +41,10 @@ def test_step_without_noise_friction_or_tempering_is_symplectic_euler():
     with pm.Model() as model:
         pm.Normal("x", 0, 1, shape=3)
     evaluate = Target(model).batched_logp_and_grad()
-    s = TACTSettings(0.01, 0.001, 0.0, 0.0, 1.0, 1.0, thermostat=False, tempering=False)
+    s = ThermostatParams(0.01, 0.0, 1.0, thermostat=False)
     rng = np.random.default_rng(0)
     state = thermostats.init(rng.normal(size=(5, 3)), s, rng)
-    new, info = thermostats.step(state, s, evaluate, rng)
+    new, info = thermostats.step(state, StepParams(s, evaluate), rng)
     r = state.r_theta + 0.01 * (-state.theta)
     np.testing.assert_allclose(new.r_theta, r)
     np.testing.assert_allclose(new.theta, state.theta + r)
@@ -63,13 +69,13 @@ def test_thermostat_holds_the_euler_dynamics_at_theorem_1_and_the_positions_exac
     def logp_and_grad(theta):
         return -0.5 * k * theta[:, 0] ** 2, -k * theta + sigma * noise_rng.standard_normal(theta.shape)
 
-    s = TACTSettings(eta, 0.001, c, 0.05, gamma, 1.0, tempering=False, per_coordinate=True)
+    s = ThermostatParams(eta, c, gamma, per_coordinate=True)
     rng = np.random.default_rng(seed(18))
     n, burn, steps = 2000, 4000, 12000
     state = thermostats.init(rng.normal(0, 1 / np.sqrt(k), (n, 1)), s, rng)
     x2, z = np.zeros(n), np.zeros(n)
     for t in range(burn + steps):
-        state, _ = thermostats.step(state, s, logp_and_grad, rng)
+        state, _ = thermostats.step(state, StepParams(s, logp_and_grad), rng)
         if t >= burn:
             x2 += k * state.theta[:, 0] ** 2 / steps
             z += state.z_theta[:, 0] / steps
@@ -91,10 +97,10 @@ def test_kernel_step_reports_info_and_raises_on_blow_up():
     with pm.Model() as model:
         pm.Normal("x", 0, 1, shape=2)
     evaluate = Target(model).batched_logp_and_grad()
-    s = TACTSettings(0.01, 0.001, 0.05, 0.05, 1.0, 1.0)
+    s = ThermostatParams(0.01, 0.05, 1.0, tempering=TemperingParams(0.001, 0.05, 1.0))
     rng = np.random.default_rng(0)
     state = thermostats.init(np.zeros((3, 2)), s, rng)
-    new, info = thermostats.step(state, s, evaluate, rng)
+    new, info = thermostats.step(state, StepParams(s, evaluate), rng)
     assert isinstance(info, Info)
     np.testing.assert_array_equal(info.acceptance_rate, np.ones(3))
     np.testing.assert_array_equal(info.diverging, np.zeros(3, dtype=bool))
@@ -104,7 +110,7 @@ def test_kernel_step_reports_info_and_raises_on_blow_up():
     wild = s._replace(eta_theta=1e6, thermostat=False)
     blown = state._replace(theta=np.full((3, 2), 1e300))
     with pytest.raises(DivergenceError, match="step_size"), np.errstate(all="ignore"):
-        thermostats.step(blown, wild, evaluate, rng)
+        thermostats.step(blown, StepParams(wild, evaluate), rng)
     # the driver names the step: |theta| grows a million-fold per step from 1e100
     with pytest.raises(DivergenceError, match=r"diverged at step \d+.*step_size"):
         with np.errstate(all="ignore"):
@@ -113,20 +119,38 @@ def test_kernel_step_reports_info_and_raises_on_blow_up():
 
 
 def test_kicks_are_tamed_only_beyond_max_kick():
-    """``TACTSettings.max_kick`` (set after the ``"auto"`` warm-up) bounds each coordinate's
+    """``ThermostatParams.max_kick`` (set after the ``"auto"`` warm-up) bounds each coordinate's
     kick ``eta * force`` to that many ``sqrt(eta)``; the step reports ``diverging`` where it
     did, and a kick inside the bound is the untamed one to the bit."""
     def force(theta):
         return np.zeros(theta.shape[0]), np.array([[1.0, 0.0], [1e6, -1e6]])
 
-    settings = thermostats.TACTSettings(0.01, 1.0, 0.0, 0.0, 1.0, 1.0, tempering=False,
-                                        thermostat=False)
+    settings = ThermostatParams(0.01, 0.0, 1.0, thermostat=False)
     rng = np.random.default_rng(1)
     state = thermostats.init(np.zeros((2, 2)), settings, rng)._replace(r_theta=np.zeros((2, 2)))
-    free, info = thermostats.step(state, settings, force, np.random.default_rng(2))
+    free, info = thermostats.step(state, StepParams(settings, force), np.random.default_rng(2))
     assert not info.diverging.any()
-    tamed, info = thermostats.step(state, settings._replace(max_kick=10.0), force,
+    tamed, info = thermostats.step(state, StepParams(settings._replace(max_kick=10.0), force),
                                    np.random.default_rng(2))
     np.testing.assert_array_equal(info.diverging, [False, True])
     np.testing.assert_array_equal(tamed.r_theta[0], free.r_theta[0])
     np.testing.assert_allclose(tamed.r_theta[1], [1.0, -1.0])  # 10 sqrt(0.01), no noise (c = 0)
+
+
+def test_a_blow_up_names_what_the_params_say_and_fixed_temperatures_need_no_tempering():
+    """The message of a blow-up is ``StepParams.where`` and ``remedy``; without a tempering
+    variable (replica exchange) ``xi`` and its thermostat stay at 0, there are no biasing-force
+    bins, and Theorem 1's reference has no tempering thermostat."""
+    def force(theta):
+        return np.zeros(theta.shape[0]), np.full(theta.shape, np.inf)
+
+    s = ThermostatParams(0.01, 0.05, 1.0, inverse_temperature=np.array([1.0, 0.5]))
+    rng = np.random.default_rng(0)
+    state = thermostats.init(np.zeros((2, 3)), s, rng)
+    assert state.abf_sum.shape == (2, 0) and not state.xi.any() and not state.z_xi.any()
+    params = StepParams(s, force, where="Here at step 3", remedy="do this")
+    with pytest.raises(DivergenceError, match="^Here at step 3 .*; do this.$"):
+        with np.errstate(all="ignore"):
+            thermostats.step(state, params, rng)
+    np.testing.assert_array_equal(coupling(state.xi, s)[0], [1.0, 0.5])
+    assert set(thermostats.thermostat_reference(s, 3)) == {"thermostat_theta"}

@@ -242,7 +242,7 @@ def test_a_label_switching_mixture_at_the_defaults():
     95% of its draws, and within a mode (the means sorted) the means within 0.25 posterior sds
     plus ``K`` Monte Carlo standard errors of the full-data Laplace approximation and the sds
     within 25% of it plus ``K`` standard errors. Without the warm-up undoing kicks beyond
-    ``max_kick`` (``TACTSettings.kick_raises``), a kick in the second window throws a mean far
+    ``max_kick`` (``ThermostatParams.kick_raises``), a kick in the second window throws a mean far
     out and every draw is tamed, each chain in one labelling.
 
     The labelling's weight, 1/2 by symmetry, is not checked against its Monte Carlo error: the

@@ -17,8 +17,17 @@ from arviz_stats.base.array import array_stats
 from checks import K, assert_within_mcse, assert_within_se, mcse_of_mean, seed
 
 import pymc_tempering as pmt
-from pymc_tempering.methods.tact import sample_tact
+from pymc_tempering.methods.tact import TemperingSettings
+from pymc_tempering.methods.tact import sample_tact as plain_sample_tact
+from pymc_tempering.methods.tact.testing import testing_aids
 from pymc_tempering.target import Target
+
+
+def sample_tact(*args, gradient_noise=0.0, **kwargs):
+    """``sample_tact`` with Gaussian noise unknown to the dynamics (the testing aid of
+    section 5.1, :func:`~pymc_tempering.methods.tact.testing.testing_aids`)."""
+    with testing_aids(gradient_noise=gradient_noise):
+        return plain_sample_tact(*args, **kwargs)
 
 
 def mean_and_mcse(series: np.ndarray) -> tuple[float, float, float]:
@@ -54,6 +63,33 @@ def test_discrete_model_refused(discrete_model):
 def test_unknown_variant_refused(normal_model):
     with pytest.raises(ValueError, match="variant"):
         sample_tact(10, model=normal_model[0], variant="nuts", progressbar=False)
+
+
+def test_tempering_settings_are_checked_and_recorded(normal_model):
+    """The expert options travel in one frozen record: bad values are refused naming the
+    field, and the values used are the result's attrs."""
+    import dataclasses
+
+    model = normal_model[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        TemperingSettings().abf_bins = 3
+    for bad, field in [(dict(step_size="big"), "tempering.step_size"),
+                       (dict(step_size=-1.0), "tempering.step_size"),
+                       (dict(unit_temperature_fraction=1.0), "unit_temperature_fraction"),
+                       (dict(abf_bins=0), "tempering.abf_bins")]:
+        with pytest.raises(ValueError, match=field):
+            sample_tact(5, model=model, tempering=TemperingSettings(**bad), progressbar=False)
+    with pytest.raises(ValueError, match="TemperingSettings"):
+        sample_tact(5, model=model, tempering={"abf_bins": 3}, progressbar=False)
+    tempering = TemperingSettings(step_size=0.002, noise=0.1, thermal_inertia=2.0,
+                                  unit_temperature_fraction=0.4, abf_bins=7, abf_ramp=50.0)
+    idata = sample_tact(5, tune=0, chains=1, model=model, step_size=0.01, steps_per_sample=5,
+                        tempering=tempering, random_seed=seed(8), progressbar=False)
+    attrs = idata.attrs
+    assert (attrs["step_size_tempering"], attrs["noise_tempering"]) == (0.002, 0.1)
+    assert (attrs["thermal_inertia_tempering"], attrs["unit_temperature_fraction"]) == (2.0, 0.4)
+    assert (attrs["abf_bins"], attrs["abf_ramp"]) == (7, 50.0)
+    assert idata["abf"].sizes["abf_bin"] == 7
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,9 +188,8 @@ SD1 = 0.6
 NOISE = 3.0  # sd of the noise added to the energy and to the gradient
 MIX_SETTINGS = dict(
     step_size=0.01,
-    step_size_tempering=0.001,
     noise=0.05,
-    noise_tempering=0.05,
+    tempering=TemperingSettings(step_size=0.001, noise=0.05),
     steps_per_sample=20,
     tune=20,
     gradient_noise=NOISE,
