@@ -83,7 +83,8 @@ except ImportError as err:  # pragma: no cover - depends on the environment
         "pip install -e '.[bench]'  (or: pip install scikit-learn)"
     ) from err
 
-from pymc_tempering.methods.tact import sample_tact  # noqa: E402
+from pymc_tempering.methods.tact import TemperingSettings, sample_tact  # noqa: E402
+from pymc_tempering.methods.tact.testing import testing_aids  # noqa: E402
 from pymc_tempering.target import Target  # noqa: E402
 
 OUT = Path(__file__).parent / "results"
@@ -184,17 +185,20 @@ def initial_points(target, chains, scale, seed):
 
 def run_sampler(model, variant, draws, relabel, settings, init, seed):
     t0 = time.perf_counter()
-    idata = sample_tact(
-        draws,
-        model=model,
-        chains=init.shape[0],
-        variant=variant,
-        initial_points=init,
-        callback=relabel,
-        random_seed=seed,
-        progressbar=False,
-        **settings,
-    )
+    tempering = TemperingSettings(step_size=settings["step_size_tempering"],
+                                  noise=settings["noise_tempering"])
+    with testing_aids(callback=relabel):
+        idata = sample_tact(
+            draws,
+            model=model,
+            chains=init.shape[0],
+            variant=variant,
+            initial_points=init,
+            random_seed=seed,
+            progressbar=False,
+            tempering=tempering,
+            **{k: v for k, v in settings.items() if not k.endswith("_tempering")},
+        )
     wall = time.perf_counter() - t0
     post = idata.posterior
     params = {k: post[k].values.reshape(-1, *post[k].shape[2:]) for k in ("w1", "b1", "w2", "b2")}

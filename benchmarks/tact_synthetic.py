@@ -28,8 +28,9 @@ import pymc as pm
 from arviz_stats.base.array import array_stats
 from scipy.stats import norm
 
-from pymc_tempering.methods.tact import sample_tact
-from pymc_tempering.kernels.thermostats import TACTSettings, thermostat_reference
+from pymc_tempering.methods.tact import TemperingSettings, sample_tact
+from pymc_tempering.methods.tact.testing import testing_aids
+from pymc_tempering.kernels.thermostats import TemperingParams, ThermostatParams, thermostat_reference
 
 OUT = Path(__file__).parent / "results"
 NOISE = 3.0
@@ -83,15 +84,21 @@ def run(draws, seed=0, defaults=False):
         dim = mus.shape[1]
         for variant in VARIANTS:
             t0 = time.perf_counter()
-            idata = sample_tact(
-                draws,
-                model=model,
-                variant=variant,
-                initial_points=np.tile(mus[-1], (4, 1)),
-                random_seed=seed,
-                progressbar=False,
-                **({"gradient_noise": NOISE} if defaults else SETTINGS),
-            )
+            options = {} if defaults else {
+                k: v for k, v in SETTINGS.items() if k not in ("gradient_noise", "step_size_tempering", "noise_tempering")
+            }
+            if not defaults:
+                options["tempering"] = TemperingSettings(step_size=SETTINGS["step_size_tempering"], noise=SETTINGS["noise_tempering"])
+            with testing_aids(gradient_noise=NOISE):
+                idata = sample_tact(
+                    draws,
+                    model=model,
+                    variant=variant,
+                    initial_points=np.tile(mus[-1], (4, 1)),
+                    random_seed=seed,
+                    progressbar=False,
+                    **options,
+                )
             wall = time.perf_counter() - t0
             x = idata.posterior["x"].values.reshape(4, draws, dim)
             dist = np.sqrt(np.sum((x[..., None, :] - mus) ** 2, -1))
@@ -100,11 +107,11 @@ def run(draws, seed=0, defaults=False):
             far = mean_mcse((dist.min(-1) > 2.5 * sd).astype(float))
             far_truth = 2 * norm.sf(2.5) if dim == 1 else float(np.exp(-(2.5**2) / 2))
             z = idata.sample_stats["thermostat_theta"].values
-            s = TACTSettings(0.01, 0.001, 0.05, 0.05, 1.0, 1.0)
+            s = ThermostatParams(0.01, 0.05, 1.0, tempering=TemperingParams(0.001, 0.05, 1.0))
             if defaults:  # the noise in the preconditioned units: sigma * scale per coordinate
                 scale = idata["warmup"]["preconditioner_scale"].values
                 s = s._replace(eta_theta=idata.attrs["step_size"],
-                               eta_xi=idata.attrs["step_size_tempering"])
+                               tempering=s.tempering._replace(eta_xi=idata.attrs["step_size_tempering"]))
                 ref = thermostat_reference(s, dim, NOISE * float(np.sqrt(np.mean(scale**2))), NOISE)
             else:
                 ref = thermostat_reference(s, dim, NOISE, NOISE)
