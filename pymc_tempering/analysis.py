@@ -17,9 +17,16 @@ import xarray as xr
 from scipy.special import logsumexp
 from xarray import DataTree
 
+from pymc_tempering.checks import POSTERIOR_CHECKS
 from pymc_tempering.diagnostics import diagnose
 from pymc_tempering.estimators import kish_ess, stratified_mean, weighted_mean
-from pymc_tempering.results import METHOD_VARIABLES, PSEUDO_SAMPLE, check_result
+from pymc_tempering.results import (
+    METHOD_VARIABLES,
+    PSEUDO_SAMPLE,
+    check_result,
+    strata_problems,
+    strata_table,
+)
 from pymc_tempering.contract import split_seed
 
 __all__ = [
@@ -91,13 +98,6 @@ MIN_ESS_PER_CHAIN = 100
 #: Largest standard error of a mode's probability in a reliable posterior: an error of 0.05 is
 #: then 2.5 standard errors.
 MAX_MODE_SE = 0.02
-#: The checks of :func:`~pymc_tempering.diagnose` that bear on the draws as well as on the
-#: evidence: mass the draws never reached (a missed optimum, an incomplete mode search, a
-#: funnel's neck, mass at scales beyond the base's) or could not reach (divergences).
-POSTERIOR_CHECKS = (
-    "missed_mode_mass", "unseen_optima", "funnel_mass", "mass_beyond_draws", "mass_near_optima",
-    "divergences",
-)
 
 
 @dataclass(frozen=True)
@@ -135,23 +135,25 @@ def posterior_check(idata: DataTree) -> PosteriorCheck:
       a mode's mass that cannot be trusted (the probabilities then come from the draws alone),
       or a mode with mass and no draws;
     - a mode probability with a standard error above :data:`MAX_MODE_SE`;
-    - a failed check of :func:`~pymc_tempering.diagnose` that bears on the draws
-      (:data:`POSTERIOR_CHECKS`: a missed optimum, an incomplete mode search, a funnel's neck,
-      mass beyond the draws or about an optimum that they under-represent, divergences);
+    - a failed check of :func:`~pymc_tempering.diagnose` that bears on the draws (those of
+      :data:`pymc_tempering.checks.POSTERIOR_CHECKS`: a missed optimum, an incomplete mode
+      search, a funnel's neck, mass beyond the draws or about an optimum that they
+      under-represent, divergences);
     - a posterior entry whose weighted mean is worth fewer than :data:`MIN_ESS_PER_CHAIN`
       independent draws per chain (``ess_mean`` of :func:`weighted_summary`, which for a
       stratified result counts the modes' probabilities as known to their standard errors).
 
     The methods store the verdict in the result's ``attrs["posterior_reliable"]`` and
-    ``attrs["posterior_problems"]`` and warn with each problem.
+    ``attrs["posterior_problems"]`` (the problems joined by ``"; "``, for display) and warn
+    with each problem.
     """
     check_result(idata)
     problems, table = [], None
     if "mode_probabilities" in idata.children:
-        strata = idata["mode_probabilities"].to_dataset()
+        strata = strata_table(idata["mode_probabilities"])
         table = strata.to_dataframe()
         table.attrs["method"] = strata.attrs.get("method", "")
-        problems += [p for p in strata.attrs.get("problems", "").split("; ") if p]
+        problems += strata_problems(idata["mode_probabilities"])
         worst = float(np.nanmax(strata["standard_error"].values))
         if not worst <= MAX_MODE_SE:
             problems.append(

@@ -33,6 +33,9 @@ sampling over the run's log Z, with the run's weighted share there: an optimum h
 ``BEYOND_LIMIT`` or more of the mass, three standard errors above what the run gave it and
 more than twice that, is mass the run missed.
 
+The check's record (:class:`Beyond`) is stored in a result as its ``coverage`` group
+(:func:`coverage_group`) and read back from there (:func:`read_coverage`).
+
 Why by hand: no library offers a scale-mixture importance check of an MCMC run's coverage.
 """
 
@@ -41,6 +44,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+import xarray as xr
 from scipy.linalg import solve_triangular
 from scipy.special import expit, logsumexp
 from scipy.stats import chi2
@@ -48,7 +52,9 @@ from scipy.stats import chi2
 from pymc_tempering.estimators import log_mean_exp
 from pymc_tempering.target import Target
 
-__all__ = ["Beyond", "mass_beyond_draws", "BEYOND_LIMIT"]
+__all__ = [
+    "Beyond", "mass_beyond_draws", "BEYOND_LIMIT", "COVERAGE", "coverage_group", "read_coverage"
+]
 
 SCALE_FACTOR = 2.0  # ratio of the proposal's widths from one scale to the next
 N_SCALES = 7  # widths 1 to 64 times the base's and the optima's
@@ -71,6 +77,35 @@ class Beyond(NamedTuple):
     log_z_se: float
     near_optimum: float = 0.0
     near_optimum_se: float = 0.0
+
+
+#: The result group that holds a run's :class:`Beyond`.
+COVERAGE = "coverage"
+# The group's variable for each field of Beyond.
+_VARIABLES = {
+    "share": "mass_beyond_draws",
+    "se": "mass_beyond_draws_se",
+    "log_z": "log_z",
+    "log_z_se": "log_z_se",
+    "near_optimum": "mass_near_optima",
+    "near_optimum_se": "mass_near_optima_se",
+}
+
+
+def coverage_group(beyond: Beyond) -> xr.Dataset:
+    """The ``coverage`` group of a result: each field of ``beyond`` as a scalar variable,
+    ``mass_beyond_draws`` (``share``) and its ``mass_beyond_draws_se``, the check's own
+    ``log_z`` and ``log_z_se``, and ``mass_near_optima`` (``near_optimum``) with its
+    ``mass_near_optima_se``."""
+    return xr.Dataset({_VARIABLES[k]: float(v) for k, v in beyond._asdict().items()})
+
+
+def read_coverage(idata) -> Beyond | None:
+    """The :class:`Beyond` a result's ``coverage`` group holds; None where it has none."""
+    if COVERAGE not in idata.children:
+        return None
+    group = idata[COVERAGE]
+    return Beyond(**{k: float(group[name].values) for k, name in _VARIABLES.items()})
 
 
 def _heaviest(modes) -> np.ndarray:

@@ -1,7 +1,9 @@
 """Checks that catch a tempering run that looks fine and is wrong.
 
 They read only the result layout (``pymc_tempering.results``); checks whose inputs a result does
-not carry are skipped.
+not carry are skipped. Each check is a record of :mod:`pymc_tempering.checks` (its name, what it
+bears on, what mends it); a problem of a check that does not bear on the evidence is one of the
+draws alone (``Diagnosis.draws_only``).
 """
 
 from __future__ import annotations
@@ -22,13 +24,18 @@ from pymc_tempering.estimators import (
     unseen_share,
     weighted_mean,
 )
+from pymc_tempering.checks import (
+    BASE_MOMENTS, BETA_NEAR_0, BETA_NEAR_1, CHAIN_AGREEMENT, DIVERGENCES, ESS_WEIGHTS,
+    FLAT_DIRECTIONS, FUNNEL_MASS, MASS_BEYOND_DRAWS, MASS_NEAR_OPTIMA, MIN_END_TO_END_PASSAGES,
+    MISSED_MODE_MASS, PARETO_KHAT, STANDARD_ERROR, UNSEEN_OPTIMA, Check,
+)
+from pymc_tempering.coverage import BEYOND_LIMIT, Beyond, read_coverage
 from pymc_tempering.results import (
     INVERSE_TEMPERATURE,
     check_result,
     flat_draws_from_result,
     numerical_floor,
 )
-from pymc_tempering.coverage import BEYOND_LIMIT
 from pymc_tempering.target import DECAY_RADIUS
 
 __all__ = ["Diagnosis", "diagnose", "missed_modes"]
@@ -105,7 +112,8 @@ def _round_trips(beta: np.ndarray, near: float) -> np.ndarray:
 def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
     """Check a tempering result for the failures that bias its estimates silently.
 
-    Checks (each skipped when the result lacks its inputs):
+    Checks (each skipped when the result lacks its inputs; each one's record, what it bears on
+    and what mends it, is in :data:`pymc_tempering.checks.CHECKS`):
 
     - ``beta_near_0``, ``beta_near_1``: fraction of draws with the inverse temperature within
       ``near`` of 0 and of 1; a problem when one end is never visited (the base or the target
@@ -127,7 +135,7 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
       still be right).
     - ``mass_beyond_draws``: the share of the target's mass that the run's draws never
       reached, from an importance sampler at 1 to 64 times the base's and the optima's widths
-      (:mod:`pymc_tempering.coverage`): the mass beyond every draw (in the Mahalanobis
+      (:mod:`pymc_tempering.coverage`, stored in the ``coverage`` group): the mass beyond every draw (in the Mahalanobis
       distance of the weighted draws), or the sampler's log Z above the run's by more than
       three standard errors, or the mass within an optimum's Laplace ellipsoid more than
       twice the draws' share there; a problem from 0.005 (and three of its standard errors)
@@ -194,8 +202,9 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
     checks = _Checks()
     if "improper_prior" in idata.attrs:
         _check_improper(checks, idata.attrs)
-    if "mass_beyond_draws" in idata.attrs and "log_marginal_likelihood" in idata.attrs:
-        _check_beyond(checks, idata.attrs)
+    beyond = read_coverage(idata)
+    if beyond is not None and "log_marginal_likelihood" in idata.attrs:
+        _check_beyond(checks, beyond, idata.attrs)
     if "target_se" in idata.attrs and "log_marginal_likelihood_se" in idata.attrs:
         _check_precision(
             checks,
@@ -248,8 +257,18 @@ class _Checks:
     draws_only: list[str] = field(default_factory=list)
     improper: list[str] = field(default_factory=list)
 
-    def add(self, name, value, limit, ok, meaning):
-        self.rows[name] = {"value": value, "limit": limit, "ok": bool(ok), "meaning": meaning}
+    def add(self, check: Check, value, limit, ok, meaning) -> None:
+        """The row of ``check``: its value, the limit it is held to, whether it passed, and what
+        it measures."""
+        self.rows[check.name] = {"value": value, "limit": limit, "ok": bool(ok), "meaning": meaning}
+
+    def fail(self, check: Check, problem: str, *, evidence: bool | None = None) -> None:
+        """A problem found by ``check``: one of the draws alone (``draws_only``) where it does
+        not bear on the evidence, by the registry or by ``evidence`` (a funnel's neck whose mass
+        the estimate takes from the profile)."""
+        self.problems.append(problem)
+        if not (check.evidence if evidence is None else evidence):
+            self.draws_only.append(problem)
 
 
 def _check_improper(checks: _Checks, attrs) -> None:
@@ -265,12 +284,13 @@ def _check_improper(checks: _Checks, attrs) -> None:
         return
     flat = int(attrs["flat_directions"])
     checks.add(
-        "flat_directions", flat, "0", flat == 0,
+        FLAT_DIRECTIONS, flat, "0", flat == 0,
         f"coordinate directions in which the log density has not fallen {DECAY_RADIUS:.0e} "
         "draw widths out",
     )
     if flat:
-        checks.problems.append(
+        checks.fail(
+            FLAT_DIRECTIONS,
             f"The log density does not fall in {flat} coordinate directions (10^4 of the draws' "
             "widths out, its profile is within log(10^4) of its value at their mean): the "
             "integral of the joint density is infinite, so the model has no normalizing "
@@ -279,13 +299,13 @@ def _check_improper(checks: _Checks, attrs) -> None:
         )
 
 
-def _check_beyond(checks: _Checks, attrs) -> None:
-    share, se = float(attrs["mass_beyond_draws"]), float(attrs["mass_beyond_draws_se"])
+def _check_beyond(checks: _Checks, beyond: Beyond, attrs) -> None:
+    share, se = beyond.share, beyond.se
     # the check's own log Z above the run's: mass the run missed, inside the draws' reach too
-    gap = float(attrs["scale_check_log_z"]) - float(attrs["log_marginal_likelihood"])
-    gap_se = float(np.hypot(attrs["scale_check_log_z_se"], attrs["log_marginal_likelihood_se"]))
+    gap = beyond.log_z - float(attrs["log_marginal_likelihood"])
+    gap_se = float(np.hypot(beyond.log_z_se, attrs["log_marginal_likelihood_se"]))
     # an optimum's region the draws under-represent (a spike inside the slab, sampled rarely)
-    near = float(attrs.get("mass_missed_near_optima", 0.0))
+    near = beyond.near_optimum
     above = gap > 3 * gap_se
     missed = max(share, -np.expm1(-gap) if above else 0.0, near)
     # what the missed mass takes off log Z: the check's own log Z above the run's, where it is
@@ -293,16 +313,17 @@ def _check_beyond(checks: _Checks, attrs) -> None:
     ok = (missed < BEYOND_LIMIT or (share <= 3 * se and gap <= 3 * gap_se and near == 0.0)
           or bias <= float(attrs["log_marginal_likelihood_se"]))
     checks.add(
-        "mass_beyond_draws", missed, f"< {BEYOND_LIMIT}, 3 SE or a bias within the SE", ok,
+        MASS_BEYOND_DRAWS, missed, f"< {BEYOND_LIMIT}, 3 SE or a bias within the SE", ok,
         "share of the mass the draws never reached, seen by a proposal at 1 to 64 times the "
         "base's widths",
     )
     if not ok:
-        checks.problems.append(
+        checks.fail(
+            MASS_BEYOND_DRAWS,
             f"About {missed:.1%} of the target's mass lies where no draw of the run went, at "
             "other scales than its base's (a broad slab under a narrow spike, say): an "
             "importance sampler at 1 to 64 times the base's widths finds it (log Z "
-            f"{attrs['scale_check_log_z']:.3f} ± {attrs['scale_check_log_z_se']:.3f}, "
+            f"{beyond.log_z:.3f} ± {beyond.log_z_se:.3f}, "
             f"{share:.1%} ± {se:.1%} of it beyond every draw, {near:.1%} more about an optimum "
             "than the draws hold there). The log marginal likelihood is "
             f"too low by about {bias:.2f} nats and the posterior "
@@ -317,7 +338,7 @@ def _check_near_optima(checks: _Checks, near: float, reported: bool) -> None:
     posterior (its share of that region is off), for the evidence only through
     ``mass_beyond_draws``."""
     checks.add(
-        "mass_near_optima", near, "0", near == 0.0,
+        MASS_NEAR_OPTIMA, near, "0", near == 0.0,
         "share of the mass within an optimum's Laplace ellipsoid that the weighted draws lack "
         "(where they hold less than half of it)",
     )
@@ -330,36 +351,38 @@ def _check_near_optima(checks: _Checks, near: float, reported: bool) -> None:
             "not affected beyond its standard error. Longer runs (draws) visit the modes more "
             "evenly."
         )
-        checks.problems.append(problem)
-        checks.draws_only.append(problem)
+        checks.fail(MASS_NEAR_OPTIMA, problem)
 
 
 def _check_temperature_ends(checks: _Checks, beta: np.ndarray, near: float) -> None:
     low, high = float(np.mean(beta < near)), float(np.mean(beta > 1 - near))
     trips = _round_trips(beta, near)
-    checks.add("beta_near_0", low, "> 0", low > 0, f"fraction of draws with beta < {near}")
-    checks.add("beta_near_1", high, "> 0", high > 0, f"fraction of draws with beta > {1 - near}")
+    checks.add(BETA_NEAR_0, low, "> 0", low > 0, f"fraction of draws with beta < {near}")
+    checks.add(BETA_NEAR_1, high, "> 0", high > 0, f"fraction of draws with beta > {1 - near}")
     checks.add(
-        "min_end_to_end_passages",
+        MIN_END_TO_END_PASSAGES,
         int(trips.min()),
         "> 0",
         trips.min() > 0,
         "fewest passages between the two ends of beta in one chain",
     )
     if low == 0:
-        checks.problems.append(
+        checks.fail(
+            BETA_NEAR_0,
             "The inverse temperature never came near 0: the chains never visited the base, "
             "so the log marginal likelihood is extrapolated. log_zeta is probably far below "
             "log Z, or the base far from the target: use bootstrap rounds or a better base."
         )
     if high == 0:
-        checks.problems.append(
+        checks.fail(
+            BETA_NEAR_1,
             "The inverse temperature never came near 1: the chains never visited the "
             "target, so the weights rest on base draws. log_zeta is probably far above "
             "log Z: use bootstrap rounds or a better log_zeta."
         )
     if low > 0 and high > 0 and trips.min() == 0:
-        checks.problems.append(
+        checks.fail(
+            MIN_END_TO_END_PASSAGES,
             "A chain never moved between the base and the target ends of beta: it mixes "
             "poorly in the temperature, so the chains' estimates are not independent views."
         )
@@ -393,7 +416,7 @@ def _check_divergences(
 ) -> None:
     diverging = diverging.transpose("chain", "draw").values.astype(bool)
     n_div = int(diverging.sum())
-    checks.add("divergences", n_div, "0", n_div == 0, "divergent transitions after tuning")
+    checks.add(DIVERGENCES, n_div, "0", n_div == 0, "divergent transitions after tuning")
     if n_div and neck is not None and neck.shape == diverging.shape and neck[diverging].all():
         # Every divergent transition ended in a funnel's neck, beyond the draws' quartile
         # towards its spike, where the log marginal likelihood takes the mass from the profile
@@ -405,13 +428,13 @@ def _check_divergences(
             "(attrs['funnel_correction']), so it does not miss it. Non-centre the group, as "
             "for pm.sample."
         )
-        checks.problems.append(problem)
-        checks.draws_only.append(problem)
+        checks.fail(DIVERGENCES, problem, evidence=False)
         return
     # An AIS draw is the end of a run of one transition per rung; it is flagged when any was.
     what = "runs had a divergent transition" if method == "ais" else "transitions diverged"
     if n_div and beta is None:  # no inverse temperature per draw (AIS, ergodic inference, ...)
-        checks.problems.append(
+        checks.fail(
+            DIVERGENCES,
             f"{n_div} of {diverging.size} {what}: the sampler could not enter part "
             "of the density it samples, so the draws miss its mass there (and a log marginal "
             "likelihood, where the method gives one, comes out low, with a standard error that "
@@ -419,7 +442,8 @@ def _check_divergences(
             "would for pm.sample, or take smaller steps (a higher target_accept)."
         )
     elif n_div:
-        checks.problems.append(
+        checks.fail(
+            DIVERGENCES,
             f"{n_div} of {diverging.size} transitions diverged, at a median beta of "
             f"{np.median(beta[diverging]):.2f}: the sampler could not "
             "enter part of the tempered density, so the estimates miss its mass there (the log "
@@ -440,15 +464,16 @@ def _check_weights(checks: _Checks, lw: np.ndarray, bounded: bool = False) -> No
         khat = float(array_stats.psislw(-lw.ravel())[1])
     except ValueError:  # a flat tail ("All tail values are the same"): nothing heavy there
         khat = float("nan")
-    checks.add("ess_weights", ess, "-", True, "Kish effective sample size of the weights")
+    checks.add(ESS_WEIGHTS, ess, "-", True, "Kish effective sample size of the weights")
     # Weights bounded above have every moment finite, so their tail cannot be heavy: a k-hat
     # beyond the limit there is the generalised Pareto fit meeting the bound. It is shown, not
     # held against the run.
     ok = bounded or not khat > KHAT_LIMIT
     meaning = "Pareto k-hat of weights" + (" (bounded by 1: not a check)" if bounded else "")
-    checks.add("pareto_khat", khat, f"<= {KHAT_LIMIT}", ok, meaning)
+    checks.add(PARETO_KHAT, khat, f"<= {KHAT_LIMIT}", ok, meaning)
     if not ok:
-        checks.problems.append(
+        checks.fail(
+            PARETO_KHAT,
             f"The importance weights are heavy-tailed (Pareto k-hat {khat:.2f} > "
             f"{KHAT_LIMIT}; Kish ESS {ess:.0f} of {lw.size} draws): the largest weights may "
             "dominate the weighted estimates, whose standard errors are then unreliable. "
@@ -462,14 +487,15 @@ def _check_base_moments(checks: _Checks, idata: DataTree, lw0: np.ndarray) -> No
     limit = float(stats.norm.isf(FAMILY_P / (2 * z.size)))
     max_z = float(np.nanmax(np.abs(z)))
     checks.add(
-        "base_moments_max_abs_z",
+        BASE_MOMENTS,
         max_z,
         f"<= {limit:.2f}",
         max_z <= limit,
         "eq. (22): base mean and variance from beta->0 weighted draws, in MCSE",
     )
     if max_z > limit:
-        checks.problems.append(
+        checks.fail(
+            BASE_MOMENTS,
             "The draws weighted towards beta = 0 do not reproduce the base's mean and "
             f"variance (max |z| = {max_z:.1f}): the chains have not converged to the "
             "tempered joint density, so its estimates are biased. Run longer chains."
@@ -522,11 +548,12 @@ def _check_modes(checks: _Checks, idata: DataTree) -> None:
         hits = idata["base"]["mode_hits"].values
         unseen = unseen_share(hits)
         checks.add(
-            "unseen_optima", unseen, f"<= {UNSEEN_OPTIMA_LIMIT}", unseen <= UNSEEN_OPTIMA_LIMIT,
+            UNSEEN_OPTIMA, unseen, f"<= {UNSEEN_OPTIMA_LIMIT}", unseen <= UNSEEN_OPTIMA_LIMIT,
             "Good-Turing chance that another run of the base's mode search finds a new optimum",
         )
         if unseen > UNSEEN_OPTIMA_LIMIT:
-            checks.problems.append(
+            checks.fail(
+                UNSEEN_OPTIMA,
                 f"The base's mode search is far from complete: {int(np.sum(hits == 1))} of its "
                 f"{int(hits.sum())} converged runs reached a local maximum that no other run "
                 f"reached ({len(hits)} maxima in all), so by the Good-Turing estimate another "
@@ -540,14 +567,15 @@ def _check_modes(checks: _Checks, idata: DataTree) -> None:
                 "(pmt.sample_ais, pmt.sample_simulated_tempering)."
             )
     checks.add(
-        "missed_mode_mass",
+        MISSED_MODE_MASS,
         missed_mass,
         f"< {MISSED_MASS_LIMIT}",
         missed_mass < MISSED_MASS_LIMIT,
         "Laplace share of the base's mode-search optima that the weighted draws never reached",
     )
     if missed_mass >= MISSED_MASS_LIMIT:
-        checks.problems.append(
+        checks.fail(
+            MISSED_MODE_MASS,
             f"The weighted draws never came near {int(missed.sum())} of the {len(points)} "
             "local maxima that the base's mode search found (optimisations from prior draws), "
             f"which hold about {missed_mass:.0%} of their Laplace mass: the run probably "
@@ -566,7 +594,7 @@ def _check_funnels(checks: _Checks, base, correction: float | None) -> None:
     i = int(np.argmax(mass - limits))
     limit = float(limits[i])
     checks.add(
-        "funnel_mass",
+        FUNNEL_MASS,
         float(mass[i]),
         f"< {limit:.3g}",
         mass[i] < limit,
@@ -586,7 +614,8 @@ def _check_funnels(checks: _Checks, base, correction: float | None) -> None:
         ratio = base["funnel_tail_ratio"].values[i] if "funnel_tail_ratio" in base else np.nan
         corrected = correction is not None and np.isfinite(ratio)
         if not corrected:
-            checks.problems.append(
+            checks.fail(
+                FUNNEL_MASS,
                 where + "The log marginal likelihood is then too low by about "
                 f"{np.log1p(min(mass[i], 1e3)):.2f} nats and its standard error does not show "
                 "it (measured on the centred eight schools: up to 0.59 nats low with no "
@@ -598,8 +627,7 @@ def _check_funnels(checks: _Checks, base, correction: float | None) -> None:
             "comes out too large). The log marginal likelihood includes it, from the profile "
             f"({float(correction):+.2f} nats, attrs['funnel_correction']). " + fix
         )
-        checks.problems.append(problem)
-        checks.draws_only.append(problem)
+        checks.fail(FUNNEL_MASS, problem, evidence=False)
 
 
 def precision_goal(target_se: float, log_z: float) -> float:
@@ -610,11 +638,12 @@ def precision_goal(target_se: float, log_z: float) -> float:
 
 def _check_precision(checks: _Checks, se: float, target_se: float) -> None:
     checks.add(
-        "standard_error", se, f"<= {target_se:g}", se <= target_se,
+        STANDARD_ERROR, se, f"<= {target_se:g}", se <= target_se,
         "standard error of log Z against the target_se the run was asked for",
     )
     if se > target_se:
-        checks.problems.append(
+        checks.fail(
+            STANDARD_ERROR,
             f"The standard error of log Z ({se:.3g}) is above target_se ({target_se:g}) after "
             "the extensions allowed: run longer chains (draws) or allow more extensions "
             "(max_extensions, max_time), or pass a larger target_se if that precision is enough."
@@ -624,14 +653,15 @@ def _check_precision(checks: _Checks, se: float, target_se: float) -> None:
 def _check_chain_agreement(checks: _Checks, lw: np.ndarray, lw0: np.ndarray) -> None:
     p = _chain_agreement(lw, lw0)
     checks.add(
-        "chains_log_z_chi2_p",
+        CHAIN_AGREEMENT,
         p,
         f">= {FAMILY_P}",
         p >= FAMILY_P,
         "per-chain log Z estimates agree within their standard errors",
     )
     if p < FAMILY_P:
-        checks.problems.append(
+        checks.fail(
+            CHAIN_AGREEMENT,
             "The chains' log marginal likelihood estimates disagree beyond their "
             f"standard errors (chi-square p = {p:.1e}): some chains explored other "
             "modes or temperatures than others. Run longer chains or improve the base."

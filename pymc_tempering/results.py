@@ -48,11 +48,15 @@ def numerical_floor(log_z: float) -> float:
 __all__ = [
     "build_result", "base_group", "check_result", "flat_draws_from_result", "METHOD_VARIABLES",
     "PSEUDO_SAMPLE", "constrained_draws", "draws_to_datatree", "rebuild_posterior", "add_rounds",
-    "strata_group", "MODE_REGION",
+    "strata_group", "MODE_REGION", "flat_direction_count", "strata_problems",
+    "strata_table", "PROBLEM",
 ]
 
-# The dimension of the regions of a stratified result (the ``mode_probabilities`` group).
+# The dimension of the regions of a stratified result (the ``mode_probabilities`` group), and
+# that of its problems (its variable ``problems``).
 MODE_REGION = "mode_region"
+PROBLEM = "problem"
+_PROBLEMS = "problems"
 
 # Names of the method variables a result's posterior may hold beside the model's own.
 INVERSE_TEMPERATURE = "inverse_temperature"
@@ -116,6 +120,7 @@ def build_result(
     log_weight_dims: list[str] | None = None,
     extra_stats: dict[str, np.ndarray] | None = None,
     extra_groups: dict[str, xr.Dataset] | None = None,
+    flat_directions: int | None = None,
 ) -> DataTree:
     """Turn a sampler's ``DataTree`` into the library's result layout.
 
@@ -141,6 +146,9 @@ def build_result(
         Further per-draw statistics of the method for ``sample_stats``.
     extra_groups : dict of name to xarray.Dataset, optional
         Further groups (e.g. ``bootstrap`` rounds).
+    flat_directions : int, optional
+        For a model with an improper prior, what :func:`flat_direction_count` found in the
+        draws, stored in ``attrs["flat_directions"]`` beside ``improper_prior``.
 
     Returns
     -------
@@ -175,11 +183,8 @@ def build_result(
     root_attrs = {"method": method}
     if target.improper_variables:
         root_attrs["improper_prior"] = ", ".join(target.improper_variables)
-        if log_weight.ndim == 2:
-            # whether the joint density's integral, the normalizing constant, can be finite
-            root_attrs["flat_directions"] = flat_directions(
-                target, target.flat_draws(posterior).reshape(-1, target.ndim), log_weight.ravel()
-            )
+        if flat_directions is not None:
+            root_attrs["flat_directions"] = int(flat_directions)
     if log_marginal_likelihood is not None:
         estimate, se, per_chain = log_marginal_likelihood
         stats["log_marginal_likelihood"] = xr.DataArray(
@@ -198,6 +203,20 @@ def build_result(
     tree = DataTree.from_dict({f"/{name}": ds for name, ds in groups.items()})
     tree.attrs = _check_scalar_attrs(root_attrs)
     return tree
+
+
+def flat_direction_count(target: Target, x: np.ndarray, log_weight) -> int | None:
+    """What a result stores as ``flat_directions``: for a model with an improper prior, how many
+    coordinate directions of the flat draws ``x (chain, draw, ndim)`` weighted by
+    ``log_weight (chain, draw)`` (zeros when None) the log density does not fall in
+    (:func:`~pymc_tempering.target.flat_directions`: whether the joint density's integral, the
+    normalizing constant, can be finite). None for a proper prior, or for weights with dims
+    beyond ``(chain, draw)`` (pseudo-samples)."""
+    x = np.asarray(x, dtype=float)
+    lw = np.zeros(x.shape[:2]) if log_weight is None else np.asarray(log_weight, dtype=float)
+    if not target.improper_variables or lw.ndim != 2:
+        return None
+    return flat_directions(target, x.reshape(-1, target.ndim), lw.ravel())
 
 
 def base_group(
@@ -360,11 +379,25 @@ def strata_group(strata) -> xr.Dataset:
     :class:`~pymc_tempering.stratification.Strata`: per region (dim ``mode_region``, coordinate
     ``optima`` naming the mode search's optima it holds) ``probability``, ``standard_error``,
     the weighted draws' own ``draws_probability`` and ``draws_standard_error``, the importance
-    sampling's ``log_mass``, ``log_mass_se`` and ``khat``; attrs ``method`` and ``problems``
-    (one string, ``"; "``-separated, empty when there is none)."""
+    sampling's ``log_mass``, ``log_mass_se`` and ``khat``; ``problems`` (dim ``problem``, empty
+    when there is none): one sentence per problem of the stratification; attrs ``method``.
+    :func:`strata_problems` reads the problems back and :func:`strata_table` the regions."""
     names = ["probability", "standard_error", "draws_probability", "draws_standard_error",
              "log_mass", "log_mass_se", "khat"]
     data = {name: (MODE_REGION, np.asarray(getattr(strata, name), dtype=float)) for name in names}
+    data[_PROBLEMS] = (PROBLEM, np.array(list(strata.problems), dtype=str))
     ds = xr.Dataset(data, coords={"optima": (MODE_REGION, list(strata.optima))})
-    ds.attrs = {"method": strata.method, "problems": "; ".join(strata.problems)}
+    ds.attrs = {"method": strata.method}
     return ds
+
+
+def strata_problems(group) -> list[str]:
+    """The stratification's problems that a ``mode_probabilities`` group holds
+    (:func:`strata_group`)."""
+    return [str(problem) for problem in group[_PROBLEMS].values]
+
+
+def strata_table(group: DataTree) -> xr.Dataset:
+    """The regions of a result's ``mode_probabilities`` group (:func:`strata_group`): its
+    variables along ``mode_region`` and its attrs, without the problems."""
+    return group.to_dataset().drop_dims(PROBLEM)

@@ -418,3 +418,35 @@ def test_tiny_radon_run_is_right_or_marked_unreliable():
     lml = pmt.log_marginal_likelihood(default)
     z = (lml.estimate - exact) / lml.standard_error
     assert not lml.reliable or abs(z) < 3, (lml, z)
+
+
+def test_posterior_check_reads_the_stratifications_problems_whole():
+    """The ``mode_probabilities`` group holds its problems as a list (dim ``problem``):
+    posterior_check reads each sentence back whole, one with a semicolon too, and its table
+    holds the regions alone."""
+    from types import SimpleNamespace
+
+    from pymc_tempering.results import strata_group
+
+    rng = np.random.default_rng(seed(10))
+    result = fake_result(rng.normal(size=(4, 500)), np.zeros((4, 500)))
+    stats_ = result["sample_stats"].to_dataset()
+    stats_["mode_region"] = (("chain", "draw"), rng.integers(0, 2, (4, 500)))
+    tree = DataTree.from_dict({"/posterior": result["posterior"].to_dataset(),
+                               "/sample_stats": stats_})
+    tree.attrs = result.attrs
+    problems = ("a first problem; with a semicolon", "a second problem")
+    strata = SimpleNamespace(
+        probability=[0.5, 0.5], standard_error=[0.01, 0.01], draws_probability=[0.5, 0.5],
+        draws_standard_error=[0.02, 0.02], log_mass=[0.0, 0.0], log_mass_se=[0.1, 0.1],
+        khat=[0.2, 0.3], optima=["0", "1"], method="importance sampling", problems=problems,
+    )
+    tree["mode_probabilities"] = DataTree(strata_group(strata))
+    check = pmt.posterior_check(tree)
+    assert check.problems == problems and not check.reliable
+    table = check.mode_probabilities
+    assert len(table) == 2 and "problems" not in table.columns
+    assert table.attrs["method"] == "importance sampling"
+    tree["mode_probabilities"] = DataTree(strata_group(SimpleNamespace(**{
+        **vars(strata), "problems": ()})))
+    assert pmt.posterior_check(tree).problems == ()

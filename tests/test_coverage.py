@@ -137,3 +137,25 @@ def test_sample_ct_says_a_missed_slab_makes_it_unreliable():
         missed = pmt.diagnose(idata).checks.loc["mass_beyond_draws", "value"]
         assert missed == pytest.approx(0.5, abs=0.1)
         assert not idata.attrs["posterior_reliable"]
+
+
+def test_the_record_is_a_group_written_and_read_back_whole(tmp_path):
+    """The check's record lives in the result's ``coverage`` group: written by coverage_group,
+    read by read_coverage to the same Beyond (through a zarr store too, as sample_many saves
+    results); a result without the group has none."""
+    import xarray as xr
+    from xarray import DataTree
+
+    from pymc_tempering.coverage import COVERAGE, Beyond, coverage_group, read_coverage
+
+    beyond = Beyond(0.0123, 0.0045, -1.2345678901234, 0.0567, 0.0089, 0.0012)
+    tree = DataTree.from_dict({"/posterior": xr.Dataset(), f"/{COVERAGE}": coverage_group(beyond)})
+    assert read_coverage(tree) == beyond
+    assert set(tree[COVERAGE].data_vars) == {
+        "mass_beyond_draws", "mass_beyond_draws_se", "log_z", "log_z_se", "mass_near_optima",
+        "mass_near_optima_se",
+    }
+    tree.to_zarr(tmp_path / "result.zarr", consolidated=False)
+    stored = xr.open_datatree(tmp_path / "result.zarr", engine="zarr", consolidated=False)
+    assert read_coverage(stored) == beyond
+    assert read_coverage(DataTree.from_dict({"/posterior": xr.Dataset()})) is None

@@ -129,3 +129,60 @@ def test_divergences_in_a_corrected_neck_are_a_problem_of_the_draws_only():
     diverging[1, 50] = True
     [problem] = diverged(run(diverging).evidence_problems)
     assert "median beta" in problem
+
+
+def _full_result(near_optimum=0.0):
+    """A continuous tempering result with every input of diagnose: two optima, a funnel, the
+    coverage check's group, an improper prior, a target_se."""
+    from pymc_tempering.coverage import COVERAGE, Beyond, coverage_group
+
+    rng = np.random.default_rng(seed(12))
+    u = rng.normal(size=(2, 200))
+    base = xr.Dataset(
+        {
+            "mean": ("flat", [0.0]), "variance": ("flat", [1.0]),
+            "mode_point": (("mode", "flat"), [[-1.0], [1.0]]),
+            "mode_log_mass": ("mode", [0.0, 0.0]), "mode_hits": ("mode", [10, 10]),
+            "funnel_mass": ("funnel", [0.0]), "funnel_mass_se": ("funnel", [0.01]),
+            "funnel_edge": ("funnel", [-2.0]), "funnel_inner": ("funnel", [1.0]),
+            "funnel_index": ("funnel", [0]), "funnel_tail_ratio": ("funnel", [0.6]),
+        },
+        coords={"flat_variable": ("flat", ["u"]), "funnel_variable": ("funnel", ["u"])},
+    )
+    tree = DataTree.from_dict({
+        "/posterior": xr.Dataset({
+            "u": (("chain", "draw"), u),
+            "inverse_temperature": (("chain", "draw"), rng.uniform(size=(2, 200))),
+        }),
+        "/sample_stats": xr.Dataset({
+            "diverging": (("chain", "draw"), np.zeros((2, 200), dtype=bool)),
+            "log_weight": (("chain", "draw"), np.log(rng.uniform(size=(2, 200)))),
+            "log_base_weight": (("chain", "draw"), np.log(rng.uniform(size=(2, 200)))),
+        }),
+        "/base": base,
+        f"/{COVERAGE}": coverage_group(Beyond(0.0, 0.0, -1.0, 0.1, near_optimum, 0.001)),
+    })
+    tree.attrs = {"method": "continuous_tempering", "log_marginal_likelihood": -1.0,
+                  "log_marginal_likelihood_se": 0.1, "target_se": 0.3,
+                  "improper_prior": "u", "flat_directions": 0}
+    return tree
+
+
+def test_every_check_is_a_record_of_the_registry():
+    """The table's rows are the checks of pymc_tempering.checks, every one of them."""
+    from pymc_tempering.checks import CHECKS
+
+    rows = diagnose(_full_result()).checks.index
+    assert sorted(rows) == sorted(c.name for c in CHECKS)
+
+
+def test_mass_about_an_optimum_from_the_coverage_group_is_a_problem_of_the_draws():
+    """The coverage group's mass_near_optima, read back from the group, fails its check; by
+    the registry it bears on the posterior alone, so it is a problem of the draws only."""
+    clean, missed = diagnose(_full_result()), diagnose(_full_result(near_optimum=0.03))
+    assert clean.checks.loc["mass_near_optima", "ok"]
+    assert not missed.checks.loc["mass_near_optima", "ok"]
+    assert missed.checks.loc["mass_near_optima", "value"] == 0.03
+    [problem] = [p for p in missed.problems if "about one of the optima" in p]
+    assert "3.0%" in problem and problem in missed.draws_only
+    assert problem not in missed.evidence_problems

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pymc_tempering.bases import Base, base_from_result, estimate_log_zeta, widen_base
+from pymc_tempering.checks import NOT_REFIT  # the failed checks that no refit of the base mends
 from pymc_tempering.contract import check_bootstrap, check_extension_args, split_seed, warn
 from pymc_tempering.diagnostics import MISSED_MASS_LIMIT, diagnose, missed_modes, precision_goal
 from pymc_tempering.estimators import kish_ess
@@ -116,14 +117,6 @@ def _widen(target, base, log_zeta, missed, zeta_seed):
 
 DRAWS_GROWTH = 4.0  # most growth of the draws per extension for target_se
 MISSED_MODE_GROWTH = 2.0  # growth of the draws in an extension after a missed mode
-# Failed checks that no refit of the base mends: the weights' tail, the standard error (which
-# longer chains mend), a missed mode (a widened base), an incomplete mode search (the base's own)
-# and a funnel's neck that NUTS does not enter or mass beyond every draw or about an optimum (a
-# higher target_accept does not enter it either, and a refit to draws that lack it cannot add it).
-NOT_REFIT = frozenset(
-    {"divergences", "pareto_khat", "missed_mode_mass", "standard_error", "unseen_optima",
-     "funnel_mass", "mass_beyond_draws", "mass_near_optima"}
-)
 
 
 class _Extension(NamedTuple):

@@ -21,7 +21,7 @@ from scipy.special import expit, logsumexp
 
 from pymc_tempering.bases import Base, check_base
 from pymc_tempering.contract import split_seed
-from pymc_tempering.coverage import mass_beyond_draws
+from pymc_tempering.coverage import COVERAGE, coverage_group, mass_beyond_draws
 from pymc_tempering.estimators import ct_log_weights, log_marginal_likelihood_ct
 from pymc_tempering.extended.funnel import funnel_correction, funnel_mass
 from pymc_tempering.extended.runner import ExtendedSampling
@@ -30,6 +30,7 @@ from pymc_tempering.results import (
     TEMPERATURE_CONTROL,
     base_group,
     build_result,
+    flat_direction_count,
     rebuild_posterior,
     strata_group,
 )
@@ -145,9 +146,7 @@ def ct_result(
     # mass at scales the base never reached (a spike's slab), against the final weights
     beyond = mass_beyond_draws(target, x, log_w1, lml[0], base, random_seed)
     if beyond is not None:
-        attrs = {**attrs, "mass_beyond_draws": beyond.share, "mass_beyond_draws_se": beyond.se,
-                 "scale_check_log_z": beyond.log_z, "scale_check_log_z_se": beyond.log_z_se,
-                 "mass_missed_near_optima": beyond.near_optimum}
+        groups[COVERAGE] = coverage_group(beyond)
     return build_result(
         sampled,
         target,
@@ -157,6 +156,7 @@ def ct_result(
         attrs={"log_zeta": float(log_zeta), "base_method": base.method, **attrs},
         extra_stats=stats_,
         extra_groups=groups,
+        flat_directions=flat_direction_count(target, x, log_w1),
     )
 
 
