@@ -152,3 +152,51 @@ def test_base_group_and_flat_draws_round_trip(target):
     )
     assert list(result["base"]["flat_variable"].values) == ["mu", "s_log__"]
     np.testing.assert_allclose(flat_draws_from_result(result), x)
+
+
+def test_flat_directions_are_stored_as_given(target):
+    """build_result stores what the caller computed: flat_directions only for a model with an
+    improper prior (this one's is proper), and flat_direction_count computes nothing then, nor
+    for weights with pseudo-samples."""
+    from pymc_tempering.results import flat_direction_count
+
+    result = build_result(_sampled(), target, method="toy", flat_directions=3)
+    assert "flat_directions" not in result.attrs and "improper_prior" not in result.attrs
+    x = np.zeros((CHAINS, DRAWS, target.ndim))
+    assert flat_direction_count(target, x, None) is None
+    import pymc as pm
+
+    with pm.Model() as model:
+        pm.Flat("a")
+        pm.Potential("like", -0.5 * (model["a"] - 1.0) ** 2)
+    improper = pmt.Target(model)
+    draws = np.random.default_rng(3).normal(1.0, 1.0, size=(CHAINS, DRAWS, 1))
+    assert flat_direction_count(improper, draws, None) == 0
+    assert flat_direction_count(improper, draws, np.zeros((CHAINS, DRAWS, 3))) is None
+
+
+def test_strata_group_holds_its_problems_as_a_list(tmp_path):
+    """The ``mode_probabilities`` group: the regions along ``mode_region`` and the problems
+    along ``problem``, read back whole by strata_problems (also from a zarr store, as
+    sample_many saves results, and when there is none); strata_table drops the problems."""
+    from types import SimpleNamespace
+
+    from pymc_tempering.results import strata_group, strata_problems, strata_table
+
+    def strata(problems):
+        return SimpleNamespace(
+            probability=[0.4, 0.6], standard_error=[0.01, 0.01], draws_probability=[0.5, 0.5],
+            draws_standard_error=[0.02, 0.02], log_mass=[0.0, 0.4], log_mass_se=[0.1, 0.1],
+            khat=[0.2, 0.3], optima=["0", "1, 2"], method="draws", problems=problems,
+        )
+
+    for problems in [("one; with a semicolon", "two"), ()]:
+        tree = DataTree.from_dict({"/mode_probabilities": strata_group(strata(problems))})
+        tree.to_zarr(tmp_path / f"{len(problems)}.zarr", consolidated=False)
+        stored = xr.open_datatree(tmp_path / f"{len(problems)}.zarr", engine="zarr",
+                                  consolidated=False)
+        for result in (tree, stored):
+            assert strata_problems(result["mode_probabilities"]) == list(problems)
+            table = strata_table(result["mode_probabilities"])
+            assert set(table.dims) == {"mode_region"} and table.attrs["method"] == "draws"
+            np.testing.assert_array_equal(table["probability"].values, [0.4, 0.6])
