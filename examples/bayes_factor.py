@@ -1,16 +1,16 @@
 """A Bayes factor between two radon models: one intercept for the state against one per county.
 
 Both models regress a household's log radon on whether it was measured on the first floor
-(the Minnesota radon data of Gelman and Hill, :func:`pymc_tempering.datasets.load_radon`):
+(the Minnesota radon data of Gelman and Hill, :func:`pymc_tempering.problems.radon.load_radon`):
 
 - ``pooled``: one intercept for all 919 households (3 parameters,
-  :func:`pymc_tempering.datasets.radon_pooled_model`);
+  :func:`pymc_tempering.problems.radon.radon_pooled_model`);
 - ``hierarchical``: an intercept per county (85), drawn around a common mean with a half-normal
-  scale (89 parameters, :func:`pymc_tempering.datasets.radon_intercepts_model`).
+  scale (89 parameters, :func:`pymc_tempering.problems.radon.radon_intercepts_model`).
 
 Each model's log marginal likelihood comes from ``pmt.sample_ct`` with its standard error,
 printed next to the exact value (closed form and quadrature,
-:func:`pymc_tempering.datasets.radon_log_marginal_likelihood`);
+:func:`pymc_tempering.problems.radon.radon_log_marginal_likelihood`);
 ``pmt.bayes_factor`` gives the log Bayes factor with the two errors added in quadrature and
 ``pmt.compare_evidence`` the table with posterior model probabilities.
 

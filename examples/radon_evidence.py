@@ -1,10 +1,10 @@
 """The radon hierarchical model's log marginal likelihood: ``pmt.sample_ct`` against ``pm.sample_smc``.
 
 The model is the 92-parameter hierarchical regression of section 7.3 of the continuous tempering
-paper (:func:`pymc_tempering.datasets.radon_model`: the Minnesota radon data of Gelman and Hill,
+paper (:func:`pymc_tempering.problems.radon.radon_model`: the Minnesota radon data of Gelman and Hill,
 919 households in 85 counties, county intercepts drawn around a common mean, half-Cauchy scales).
 Both estimates are compared with the exact value,
-:func:`pymc_tempering.datasets.radon_log_marginal_likelihood` (given the three scales the model
+:func:`pymc_tempering.problems.radon.radon_log_marginal_likelihood` (given the three scales the model
 is linear-Gaussian, so 89 parameters integrate out in closed form and the scales by quadrature).
 ``sample_ct`` reports a standard error, ``pm.sample_smc`` does not (its two chains' spread is the
 only hint, and a poor one: see ``docs/marginal_likelihood.md``).
