@@ -16,6 +16,15 @@ The results file::
      "truths": {problem: {"log_z": ..., "modes": [...], "probabilities": [...]}},
      "runs": [record, ...]}
 
+A script extends it without a harness of its own: ``@harness.method`` registers its own
+runners (a runner returns ``(idata or None, fields)``; the fields are the record's extra
+entries, e.g. ``phase_seconds`` from :func:`timed_phases`, or a ``curve`` over run length),
+:func:`problem` its own problems, and the case processes run that script (its
+:func:`parse` runs a ``--case``), so they know both. ``run_suite(..., in_process=True)`` runs
+the cases in one process, for measurements of warm runs. A script whose measurement is not
+problems x methods x seeds still parses :func:`parser`'s command line and writes
+:func:`results_file` through :func:`write_json`.
+
 Run it directly for any problems and methods, or through a suite (``posterior_suite.py``,
 ``evidence_suite.py``, ``evidence_calibration.py``), which sets the defaults and adds its own
 tables::
@@ -29,6 +38,7 @@ tables::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import logging
@@ -165,6 +175,82 @@ def _dynesty(problem, seed, settings):
                   "n_loglike_calls": int(np.sum(results.ncall))}
 
 
+# ------------------------------------------------------------------- a script's own problems
+#: Problems a script registers for itself (:func:`problem`): models with no exact truth or with
+#: settings of the script's own (a data size, injected noise), beside
+#: :data:`pymc_tempering.problems.PROBLEMS`.
+LOCAL_PROBLEMS: dict = {}
+
+
+def problem(name: str, build: Callable, *, truth: Callable | None = None, description: str = "",
+            modes=(), label: Callable | None = None):
+    """Register a script's own problem (a :class:`pymc_tempering.problems.Problem`) and return it.
+
+    Parameters
+    ----------
+    name : str
+        Its name on the command line (``--problems``) and in the records.
+    build : callable
+        ``build() -> pymc.Model``.
+    truth : callable, optional
+        ``truth() -> pymc_tempering.problems.Truth`` (default: nothing known).
+    description, modes, label
+        As :class:`pymc_tempering.problems.Problem`'s.
+    """
+    from pymc_tempering.problems import Problem, Truth
+
+    record = Problem(name=name, family="benchmark", build=build, truth=truth or Truth,
+                     description=description, modes=tuple(modes), label=label)
+    LOCAL_PROBLEMS[name] = record
+    return record
+
+
+def get_problem(name: str):
+    """The problem ``name``: a script's own (:func:`problem`) or one of
+    :mod:`pymc_tempering.problems`."""
+    if name in LOCAL_PROBLEMS:
+        return LOCAL_PROBLEMS[name]
+    from pymc_tempering.problems import get
+
+    return get(name)
+
+
+@contextlib.contextmanager
+def timed_phases(targets):
+    """Time the phases of a run by wrapping the functions that do them.
+
+    Parameters
+    ----------
+    targets : iterable of (object, str, str)
+        ``(owner, attribute, phase)``: the function ``owner.attribute`` is replaced, while the
+        context lasts, by one that adds its seconds to ``phase``.
+
+    Yields
+    ------
+    dict
+        Seconds per phase, filled in as the run goes (the record's ``phase_seconds``).
+    """
+    spent: dict[str, float] = {}
+    originals = []
+    for owner, attribute, phase in targets:
+        inner = getattr(owner, attribute)
+        originals.append((owner, attribute, inner))
+
+        def timed(*args, _inner=inner, _phase=phase, **kwargs):
+            began = time.perf_counter()
+            try:
+                return _inner(*args, **kwargs)
+            finally:
+                spent[_phase] = spent.get(_phase, 0.0) + time.perf_counter() - began
+
+        setattr(owner, attribute, timed)
+    try:
+        yield spent
+    finally:
+        for owner, attribute, inner in reversed(originals):
+            setattr(owner, attribute, inner)
+
+
 # ------------------------------------------------------------------------------ reading a run
 def _draws_and_weights(idata, names):
     """Posterior arrays ``(chain, draw, ...)`` and log weights ``(chain, draw)`` or None;
@@ -295,10 +381,8 @@ def _time_nutpie_compile() -> list:
 
 def run_case(problem_name: str, method_name: str, seed: int, settings: dict) -> dict:
     """Run one case in this process and return its record (a failure is recorded, not raised)."""
-    from pymc_tempering.problems import get
-
     quiet_loggers()
-    problem, record = get(problem_name), empty_record(problem_name, method_name, seed)
+    problem, record = get_problem(problem_name), empty_record(problem_name, method_name, seed)
     compile_seconds = _time_nutpie_compile()
     start = time.perf_counter()
     try:
@@ -328,10 +412,19 @@ def run_case(problem_name: str, method_name: str, seed: int, settings: dict) -> 
     return record
 
 
+def case_script() -> Path:
+    """The script a case process runs: the one that was started (``__main__``), whose import
+    registers its own methods and problems and whose :func:`parse` runs the case; this file
+    where that is not a script."""
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    return Path(main).resolve() if main and main.endswith(".py") else Path(__file__).resolve()
+
+
 def spawn_case(problem: str, method_name: str, seed: int, settings: dict, timeout: float) -> dict:
-    """Run one case in a fresh process (its own process group, killed with any workers it
-    started on timeout) and return its record, or a failed record with the reason."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--case", problem, method_name,
+    """Run one case in a fresh process of :func:`case_script` (its own process group, killed
+    with any workers it started on timeout) and return its record, or a failed record with
+    the reason."""
+    cmd = [sys.executable, str(case_script()), "--case", problem, method_name,
            str(seed), "--settings", json.dumps(settings)]
     failed = empty_record(problem, method_name, seed)
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -380,6 +473,44 @@ def write_json(path: Path, data: dict) -> None:
     tmp.replace(path)
 
 
+def results_file(suite: str, settings: dict, runs: list, *, truths: dict | None = None,
+                 **extra) -> dict:
+    """A results file in the harness's format for a script that does not run
+    :func:`run_suite` (its records are its own): ``suite``, ``settings``, ``versions``,
+    ``truths``, ``runs`` and any ``extra`` top-level entries."""
+    return {"suite": suite, "settings": settings, "versions": versions(), "truths": truths or {},
+            "runs": list(runs), **extra}
+
+
+def load(path) -> dict:
+    """A results file, as :func:`write_json` wrote it."""
+    return json.loads(Path(path).read_text())
+
+
+def run_or_report(args, suite: str, settings: dict, *, report: Callable | None = None,
+                  plot: Callable | None = None, quick_problems=QUICK_PROBLEMS,
+                  in_process: bool = False, warm_up: Callable | None = None) -> dict:
+    """The common flow of a suite: with ``--report`` read ``--out``, else run the selection of
+    the command line (:func:`selection`) on :func:`run_suite`; then print ``report(data)``
+    (default :func:`table`) and, with ``--figure``, draw ``plot(data, path)`` (default
+    :func:`plot_errors`). Returns the results file's content."""
+    if args.report:
+        data = load(args.out)
+    else:
+        problems, methods, seeds = selection(args, quick_problems)
+        data = run_suite(suite, problems, methods, seeds, args.out, settings,
+                         resume=args.resume, timeout=args.timeout, in_process=in_process,
+                         warm_up=warm_up)
+    if report is None:
+        print(table(data))
+    else:
+        report(data)
+    if args.figure:
+        (plot or plot_errors)(data, Path(args.figure))
+        print(f"wrote {args.figure}")
+    return data
+
+
 def truth_entry(problem) -> dict:
     """A problem's truths as the results file holds them."""
     truth = problem.truths
@@ -410,11 +541,38 @@ def score(record: dict, truth: dict) -> dict:
 
 
 def run_suite(suite: str, problems, methods, seeds, out: Path, settings: dict, *,
-              resume: bool = False, timeout: float = 900.0) -> dict:
-    """Run every (problem, method, seed) case, seed-major, one process each; rewrite ``out``
-    after every case. With ``resume``, keep the cases ``out`` holds (its settings must agree)."""
-    from pymc_tempering.problems import get
+              resume: bool = False, timeout: float = 900.0, in_process: bool = False,
+              warm_up: Callable | None = None) -> dict:
+    """Run every (problem, method, seed) case, seed-major; rewrite ``out`` after every case.
 
+    Parameters
+    ----------
+    suite : str
+        The suite's name, stored in the file.
+    problems, methods, seeds : sequence
+        The cases: names of problems (:func:`get_problem`), of methods (:data:`METHODS`) and
+        integer seeds.
+    out : Path
+        The results JSON.
+    settings : dict
+        Passed to every method runner and stored in the file.
+    resume : bool
+        Keep the cases ``out`` holds (its settings must agree) and run the others.
+    timeout : float
+        Seconds per case (a case process is killed past it; ignored ``in_process``).
+    in_process : bool
+        Run the cases one after the other in this process instead of one fresh process each:
+        for a measurement of warm runs (compilation caches filled by ``warm_up`` or an earlier
+        case), which a fresh process would not show.
+    warm_up : callable, optional
+        ``warm_up(settings)``, called once before the cases when ``in_process``, its time not
+        recorded.
+
+    Returns
+    -------
+    dict
+        The results file's content.
+    """
     out = Path(out)
     settings = {**settings, "timeout": timeout}
     data = {"suite": suite, "settings": settings, "truths": {}, "runs": []}
@@ -425,12 +583,17 @@ def run_suite(suite: str, problems, methods, seeds, out: Path, settings: dict, *
                              f"not {settings}; use another --out.")
     data["versions"] = versions()
     for name in problems:
-        data["truths"][name] = truth_entry(get(name))
+        data["truths"][name] = truth_entry(get_problem(name))
     done = {(r["problem"], r["method"], r["seed"]) for r in data["runs"]}
     cases = [(p, m, s) for s in seeds for p in problems for m in methods if (p, m, s) not in done]
     print(f"{len(cases)} cases to run ({len(done)} already in {out})", flush=True)
+    if in_process and warm_up is not None and cases:
+        quiet_loggers()
+        warm_up(settings)
     for i, (name, method_name, seed) in enumerate(cases, 1):
-        record = score(spawn_case(name, method_name, seed, settings, timeout), data["truths"][name])
+        record = (run_case(name, method_name, seed, settings) if in_process
+                  else spawn_case(name, method_name, seed, settings, timeout))
+        record = score(record, data["truths"][name])
         data["runs"].append(record)
         write_json(out, data)
         print(f"[{i}/{len(cases)}] {status_line(record)}", flush=True)
@@ -602,7 +765,8 @@ def selection(args, quick_problems=QUICK_PROBLEMS):
     if args.quick and not args.problems_given:
         problems = list(quick_problems)
     methods = [m for m in args.methods.split(",") if m]
-    unknown = [p for p in problems if p not in PROBLEMS] + [m for m in methods if m not in METHODS]
+    unknown = ([p for p in problems if p not in PROBLEMS and p not in LOCAL_PROBLEMS]
+               + [m for m in methods if m not in METHODS])
     if unknown:
         raise SystemExit(f"unknown problem(s) or method(s): {unknown}")
     n_seeds = args.seeds if args.seeds is not None else (1 if args.quick else args.default_seeds)
@@ -612,37 +776,30 @@ def selection(args, quick_problems=QUICK_PROBLEMS):
 def parse(p: argparse.ArgumentParser, argv=None):
     """Parse, noting whether ``--problems`` was given (``--quick`` picks its own otherwise)."""
     args = p.parse_args(argv)
+    if args.case:  # a case process (spawn_case): run it, print its record and stop
+        name, method_name, seed = args.case
+        record = run_case(name, method_name, int(seed), json.loads(args.settings))
+        print(CASE_PREFIX + json.dumps(record), flush=True)
+        raise SystemExit(0)
     argv = sys.argv[1:] if argv is None else argv
     args.problems_given = any(a == "--problems" or a.startswith("--problems=") for a in argv)
     return args
 
 
-def settings_from(args, quick=QUICK) -> dict:
-    """The case settings: ``--quick``'s tiny runs, or ``--draws`` for every sampler."""
+def settings_from(args, quick=QUICK, **extra) -> dict:
+    """The case settings: ``--quick``'s tiny runs, or ``--draws`` for every sampler, and a
+    script's own ``extra`` settings (which its method runners read)."""
     settings = dict(quick) if args.quick else {}
     if args.draws:
         settings["draws"] = args.draws
-    return {"quick": bool(args.quick), **settings}
+    return {"quick": bool(args.quick), **settings, **extra}
 
 
 def main(argv=None):
     p = parser(__doc__.splitlines()[0], problems=QUICK_PROBLEMS, methods=("ct", "smc"),
                out=Path("/tmp/harness.json"), seeds=1)
     args = parse(p, argv)
-    if args.case:
-        name, method_name, seed = args.case
-        record = run_case(name, method_name, int(seed), json.loads(args.settings))
-        print(CASE_PREFIX + json.dumps(record), flush=True)
-        return
-    if args.report:
-        data = json.loads(args.out.read_text())
-    else:
-        problems, methods, seeds = selection(args)
-        data = run_suite("harness", problems, methods, seeds, args.out, settings_from(args),
-                         resume=args.resume, timeout=args.timeout)
-    print(table(data))
-    if args.figure:
-        plot_errors(data, Path(args.figure))
+    run_or_report(args, "harness", settings_from(args))
 
 
 if __name__ == "__main__":
