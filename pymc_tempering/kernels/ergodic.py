@@ -5,15 +5,21 @@ Gaussian ``P_0``; transition ``t`` has its own leapfrog step size and diagonal m
 variance. Here it is built as one PyTensor graph over a batch of particles (rows), on the
 model's batched log density :meth:`~pymc_tempering.Target.batched_logp_graph`:
 
-- :func:`hmc_transition`: one transition, eq. (8): the leapfrog proposal of Algorithm 1 and the
+- :func:`step`: one transition, eq. (8): the leapfrog proposal of Algorithm 1 and the
   Metropolis-Hastings *selection* ``x_t = x' 1(p_MH > u) + x_{t-1} (1 - 1(p_MH > u))``, which
-  PyTensor differentiates almost everywhere (eq. 9). It returns a :class:`ChainState` and a
-  :class:`TransitionInfo` (acceptance probability, divergence flag, energy).
+  PyTensor differentiates almost everywhere (eq. 9). It is a kernel step, ``step(state, params,
+  rng) -> (state, info)``, on symbolic variables: a :class:`ChainState`, the transition's
+  :class:`TransitionParams` and, as its ``rng``, the :class:`TransitionNoise` the transition
+  uses (the chain is differentiated through its noise, so the draws are inputs of the graph);
+  it returns a :class:`ChainState` and a :class:`TransitionInfo` (acceptance probability,
+  divergence flag, energy).
 - :func:`hei_chain`: the ``T`` transitions as one ``scan``.
 - :func:`emlbo`: the ergodic modified lower bound (eq. 4) and the surrogate whose gradient the
   fit follows; :func:`tuning_gradients` and :func:`constrained_adam` for the three ways of
   tuning ``P_0`` under the entropy bound of eq. (5); :func:`compile_training_step` and
   :func:`compile_chain_sampler` compile them.
+- The optimisation as a NumPy kernel: :func:`fit_init` / :func:`fit_step` ``(state, params, rng)
+  -> (state, FitInfo)``, one Adam iteration of the compiled training step per call.
 - NumPy side: :func:`gaussian_entropy`, :func:`stein_terms` (the Stein gap),
   :func:`cycle_drift` (whether further cycles of the chain move its draws),
   :func:`initial_step_sizes`, :func:`polyak_add` (Polyak-Ruppert averaging).
@@ -40,6 +46,8 @@ from pymc_tempering.target import Target
 __all__ = [
     "LOG_2PI_E",
     "ChainState",
+    "TransitionParams",
+    "TransitionNoise",
     "TransitionInfo",
     "ChainTrace",
     "FitParameters",
@@ -49,7 +57,7 @@ __all__ = [
     "mean_and_se",
     "cycle_drift",
     "logp_and_grad",
-    "hmc_transition",
+    "step",
     "hei_chain",
     "initial_step_sizes",
     "init_parameters",
@@ -60,6 +68,11 @@ __all__ = [
     "compile_training_step",
     "compile_chain_sampler",
     "polyak_add",
+    "FitState",
+    "FitParams",
+    "FitInfo",
+    "fit_init",
+    "fit_step",
 ]
 
 LOG_2PI_E = float(np.log(2.0 * np.pi) + 1.0)
@@ -160,10 +173,53 @@ def initial_step_sizes(step_size, n_steps: int, rng: np.random.Generator) -> np.
 
 # ------------------------------------------------------------------------------ the chain graph
 class ChainState(NamedTuple):
-    """Symbolic particles after a transition: positions ``x`` (n, d) and ``log pi*(x)`` (n,)."""
+    """Symbolic particles: positions ``x`` (n, d) and ``log pi*(x)`` (n,).
+
+    :func:`step` reads only ``x`` (it recomputes the log density there, after the optional
+    stop-gradient), so a state handed to it may have ``logdensity`` ``None``; the state it
+    returns has both.
+    """
 
     x: pt.TensorVariable
-    logdensity: pt.TensorVariable
+    logdensity: pt.TensorVariable | None
+
+
+class TransitionParams(NamedTuple):
+    """Parameters of one :func:`step`.
+
+    Attributes
+    ----------
+    target : Target
+        The model's batched log density.
+    log_step_size : symbolic scalar
+        Log leapfrog step size of this transition.
+    log_momentum_variance : symbolic vector (d,)
+        Log diagonal momentum variance of this transition.
+    n_leapfrog : int
+    stop_gradient : bool
+        Stop the gradient at the input ``x_{t-1}`` (section 3.2).
+    """
+
+    target: Target
+    log_step_size: pt.TensorVariable
+    log_momentum_variance: pt.TensorVariable
+    n_leapfrog: int
+    stop_gradient: bool
+
+
+class TransitionNoise(NamedTuple):
+    """The random numbers of one :func:`step`: the ``rng`` of this symbolic kernel.
+
+    Attributes
+    ----------
+    momentum : symbolic matrix (n, d)
+        Standard normal noise for the momentum ``r = sqrt(var) momentum``.
+    uniform : symbolic vector (n,)
+        Uniforms for the acceptance test.
+    """
+
+    momentum: pt.TensorVariable
+    uniform: pt.TensorVariable
 
 
 class TransitionInfo(NamedTuple):
@@ -203,48 +259,41 @@ def logp_and_grad(target: Target, xs):
     return target.batched_logp_and_grad_graph(xs)
 
 
-def hmc_transition(
-    target: Target, x_prev, eps_r, u, log_step, log_var, n_leapfrog: int, stop_gradient: bool
+def step(
+    state: ChainState, params: TransitionParams, rng: TransitionNoise
 ) -> tuple[ChainState, TransitionInfo]:
     """One HMC transition, eq. (8): a leapfrog proposal, then the M-H selection.
 
     Parameters
     ----------
-    target : Target
-    x_prev : symbolic matrix (n, d)
-        The particles' states ``x_{t-1}``.
-    eps_r : symbolic matrix (n, d)
-        Standard normal noise for the momentum ``r = sqrt(var) eps_r``.
-    u : symbolic vector (n,)
-        Uniforms for the acceptance test.
-    log_step, log_var : symbolic scalar, symbolic vector (d,)
-        Log leapfrog step size and log diagonal momentum variance of this transition.
-    n_leapfrog : int
-    stop_gradient : bool
-        Stop the gradient at ``x_{t-1}`` (section 3.2).
+    state : ChainState
+        The particles' states ``x_{t-1}``; only ``state.x`` is read.
+    params : TransitionParams
+        This transition's step size, momentum variances and leapfrog steps.
+    rng : TransitionNoise
+        The transition's standard normal and uniform draws (symbolic inputs).
 
     Returns
     -------
     ChainState, TransitionInfo
     """
-    if stop_gradient:
-        x_prev = disconnected_grad(x_prev)
-    step = pt.exp(log_step)
-    var = pt.exp(log_var)
-    r0 = pt.sqrt(var) * eps_r
-    lp0, g = logp_and_grad(target, x_prev)
+    x_prev = disconnected_grad(state.x) if params.stop_gradient else state.x
+    step_size = pt.exp(params.log_step_size)
+    var = pt.exp(params.log_momentum_variance)
+    r0 = pt.sqrt(var) * rng.momentum
+    lp0, g = logp_and_grad(params.target, x_prev)
     x, r = x_prev, r0
     lp = lp0
-    for _ in range(n_leapfrog):  # Algorithm 1, U = -log pi*
-        r = r + 0.5 * step * g
-        x = x + step / var * r
-        lp, g = logp_and_grad(target, x)
-        r = r + 0.5 * step * g
+    for _ in range(params.n_leapfrog):  # Algorithm 1, U = -log pi*
+        r = r + 0.5 * step_size * g
+        x = x + step_size / var * r
+        lp, g = logp_and_grad(params.target, x)
+        r = r + 0.5 * step_size * g
     log_accept = (lp - 0.5 * pt.sum(r**2 / var, axis=1)) - (
         lp0 - 0.5 * pt.sum(r0**2 / var, axis=1)
     )
     # NaN or -inf proposals are rejected (the comparison is False).
-    accept = pt.lt(pt.log(u), log_accept) & pt.isfinite(lp)
+    accept = pt.lt(pt.log(rng.uniform), log_accept) & pt.isfinite(lp)
     x_new = pt.switch(accept[:, None], x, x_prev)
     lp_new = pt.switch(accept, lp, lp0)
     diverging = ~pt.isfinite(log_accept)
@@ -256,16 +305,15 @@ def hmc_transition(
 def hei_chain(
     target: Target, x0, eps_r, u, log_steps, log_vars, n_leapfrog: int, stop_gradient: bool
 ) -> ChainTrace:
-    """The ``T``-step chain as one ``scan`` over :func:`hmc_transition`.
+    """The ``T``-step chain as one ``scan`` over :func:`step`.
 
     ``eps_r`` (T, n, d), ``u`` (T, n), ``log_steps`` (T,) and ``log_vars`` (T, d) hold each
     transition's noise and parameters; ``x0`` (n, d) the start states.
     """
 
     def step_fn(eps_r_t, u_t, log_step_t, log_var_t, x_prev):
-        state, info = hmc_transition(
-            target, x_prev, eps_r_t, u_t, log_step_t, log_var_t, n_leapfrog, stop_gradient
-        )
+        params = TransitionParams(target, log_step_t, log_var_t, n_leapfrog, stop_gradient)
+        state, info = step(ChainState(x_prev, None), params, TransitionNoise(eps_r_t, u_t))
         accepted = pt.cast(info.is_accepted, "float64")
         return state.x, state.logdensity, accepted, info.acceptance_rate, info.diverging
 
@@ -487,3 +535,112 @@ def compile_training_step(
 def polyak_add(sums: tuple, values) -> tuple:
     """One term of the Polyak-Ruppert average: ``sums + values``, entry by entry (pure)."""
     return tuple(total + value for total, value in zip(sums, values, strict=True))
+
+
+# ------------------------------------------------------------------------------ the fit's kernel
+class FitState(NamedTuple):
+    """The optimisation between two Adam iterations.
+
+    The fit's parameters themselves are shared variables (:class:`FitParameters`) that the
+    compiled training step updates in place; this record holds what the loop adds to them.
+
+    Attributes
+    ----------
+    iteration : int
+        Iterations run so far.
+    sums : tuple of ndarray
+        Polyak-Ruppert sums of the tuned parameters (:func:`polyak_add`) over the iterations
+        from ``FitParams.first_averaged`` on.
+    skipped : int
+        Iterations skipped because the gradient was not finite.
+    skipped_in_a_row : int
+        Of those, how many came last in a row.
+    """
+
+    iteration: int
+    sums: tuple
+    skipped: int
+    skipped_in_a_row: int
+
+
+class FitParams(NamedTuple):
+    """Parameters of :func:`fit_step`.
+
+    Attributes
+    ----------
+    train : callable
+        The compiled training step of :func:`compile_training_step`.
+    tuned : list of shared variables
+        The parameters it tunes (averaged into ``FitState.sums``).
+    n_particles, n_steps, ndim : int
+        The noise's shape: particles, transitions ``T``, dimension.
+    first_averaged : int
+        The first iteration that enters the Polyak-Ruppert average.
+    """
+
+    train: Callable
+    tuned: list
+    n_particles: int
+    n_steps: int
+    ndim: int
+    first_averaged: int
+
+
+class FitInfo(NamedTuple):
+    """What one Adam iteration reports (values before its update).
+
+    Attributes
+    ----------
+    acceptance_rate : ndarray, shape (n_steps,)
+        The fraction of the particles whose proposal each transition accepted.
+    diverging : bool
+        The gradient was not finite (a particle's trajectory left the region where the log
+        density and its derivatives are finite): the iteration left every parameter unchanged.
+    energy : ndarray, shape ()
+        ``-E_{p_T}[log pi*]``, the particles' mean potential energy at their last states.
+    objective, expected_log_density, initial_entropy, stein_gap : ndarray, shape ()
+        The EMLBO, ``E_{p_T}[log pi*]``, ``H(P_0)`` and the Stein gap of the last states
+        (:class:`Objective`).
+    """
+
+    acceptance_rate: np.ndarray
+    diverging: bool
+    energy: np.ndarray
+    objective: np.ndarray
+    expected_log_density: np.ndarray
+    initial_entropy: np.ndarray
+    stein_gap: np.ndarray
+
+
+def fit_init(tuned) -> FitState:
+    """The optimisation before its first iteration: zero sums shaped as the ``tuned`` values."""
+    return FitState(0, tuple(np.zeros_like(p.get_value()) for p in tuned), 0, 0)
+
+
+def fit_step(
+    state: FitState, params: FitParams, rng: np.random.Generator
+) -> tuple[FitState, FitInfo]:
+    """One Adam iteration: fresh noise, the compiled training step, the running average.
+
+    ``rng`` draws the start noise ``(n_particles, ndim)``, the momentum noise
+    ``(n_steps, n_particles, ndim)`` and the uniforms ``(n_steps, n_particles)``, in that order.
+    The training step updates the shared parameters in place (not at all when the gradient is
+    not finite); from iteration ``first_averaged`` on their new values are added to the sums.
+    """
+    objective, expected, acceptance, entropy, gap, finite = params.train(
+        rng.standard_normal((params.n_particles, params.ndim)),
+        rng.standard_normal((params.n_steps, params.n_particles, params.ndim)),
+        rng.uniform(size=(params.n_steps, params.n_particles)),
+    )
+    sums = state.sums
+    if state.iteration >= params.first_averaged:
+        sums = polyak_add(sums, [p.get_value() for p in params.tuned])
+    new = FitState(
+        state.iteration + 1, sums, state.skipped + (not finite),
+        0 if finite else state.skipped_in_a_row + 1,
+    )
+    info = FitInfo(
+        acceptance_rate=acceptance, diverging=not finite, energy=-expected, objective=objective,
+        expected_log_density=expected, initial_entropy=entropy, stein_gap=gap,
+    )
+    return new, info

@@ -417,54 +417,51 @@ def _check_fit_finite(iteration, n_iterations, objective, expected, params) -> N
 
 
 def _optimise(train, params, tuned, *, n_iterations, shape, rng, progressbar):
-    """Run ``n_iterations`` Adam iterations through :func:`run_kernel`.
+    """Run ``n_iterations`` Adam iterations (:func:`~pymc_tempering.kernels.ergodic.fit_step`)
+    through :func:`run_kernel`, checking after each that the fit stayed finite.
 
     Returns the training history (dict of arrays with a leading iteration axis), the
     Polyak-Ruppert average of the tuned parameters over the second half of the iterations
-    (``None`` without iterations) and the seconds per iteration after the first.
+    (``None`` without iterations), the seconds per iteration after the first and the number of
+    iterations skipped for a non-finite gradient.
     """
     n_particles, n_steps, d = shape
-    first_averaged = n_iterations // 2
+    kernel = hei.FitParams(train, tuned, n_particles, n_steps, d, n_iterations // 2)
     names = ["objective", "expected_log_density", "acceptance_rate", "initial_entropy",
              "training_stein_gap"]
+    fields = {"training_stein_gap": "stein_gap"}  # the FitInfo field of a history entry
 
-    def step(state, _, rng):
-        i, sums, skipped, run = state
-        *outputs, finite = train(
-            rng.standard_normal((n_particles, d)),
-            rng.standard_normal((n_steps, n_particles, d)),
-            rng.uniform(size=(n_steps, n_particles)),
+    def step(state, kernel, rng):
+        new, info = hei.fit_step(state, kernel, rng)
+        _check_fit_finite(
+            state.iteration, n_iterations, info.objective, info.expected_log_density, params
         )
-        _check_fit_finite(i, n_iterations, outputs[0], outputs[1], params)
-        run = 0 if finite else run + 1
-        if run >= MAX_SKIPPED_IN_A_ROW:
+        if new.skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
             raise DivergenceError(
-                f"Ergodic inference: the gradient was non-finite in {run} iterations in a row "
-                f"(up to iteration {i} of {n_iterations}): leapfrog trajectories leave the region "
-                "where the model's log density and its gradient are finite; "
-                f"{_REMEDY}."
+                f"Ergodic inference: the gradient was non-finite in {new.skipped_in_a_row} "
+                f"iterations in a row (up to iteration {state.iteration} of {n_iterations}): "
+                "leapfrog trajectories leave the region where the model's log density and its "
+                f"gradient are finite; {_REMEDY}."
             )
-        if i >= first_averaged:
-            sums = hei.polyak_add(sums, [p.get_value() for p in tuned])
-        return (i + 1, sums, skipped + (not finite), run), outputs
+        return new, info
 
-    def record(state, outputs):
-        values = {name: np.asarray(v)[None] for name, v in zip(names, outputs, strict=True)}
+    def record(state, info):
+        values = {name: np.asarray(getattr(info, fields.get(name, name)))[None] for name in names}
         return {**values, "time": np.array([time.perf_counter()])}
 
-    sums = tuple(np.zeros_like(p.get_value()) for p in tuned)
     trace = run_kernel(
-        step, (0, sums, 0, 0), None, draws=n_iterations, tune=0, chains=1, rng=rng, record=record,
-        description="Ergodic inference", progressbar=progressbar and n_iterations > 0,
+        step, hei.fit_init(tuned), kernel, draws=n_iterations, tune=0, chains=1, rng=rng,
+        record=record, description="Ergodic inference",
+        progressbar=progressbar and n_iterations > 0,
     )
     history = {name: trace.draws[name][0] for name in names} if n_iterations else {
         "acceptance_rate": np.full((0, n_steps), np.nan),
         **{name: np.full(0, np.nan) for name in names if name != "acceptance_rate"},
     }
-    n_average = n_iterations - first_averaged
-    average = [total / n_average for total in trace.state[1]] if n_average else None
+    n_average = n_iterations - kernel.first_averaged
+    average = [total / n_average for total in trace.state.sums] if n_average else None
     seconds = (np.ptp(trace.draws["time"]) / (n_iterations - 1)) if n_iterations > 1 else np.nan
-    skipped = int(trace.state[2])
+    skipped = int(trace.state.skipped)
     if skipped > 0.1 * n_iterations:
         warn(
             f"Ergodic inference: {skipped} of {n_iterations} Adam iterations were skipped "
