@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import json
 import logging
 import math
@@ -360,37 +359,20 @@ def quiet_loggers() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def _time_nutpie_compile() -> list:
-    """Wrap ``nutpie.compile_pymc_model`` so that its seconds add up in the returned list."""
-    import nutpie
-
-    spent = [0.0]
-    original = nutpie.compile_pymc_model
-
-    @functools.wraps(original)
-    def timed(*args, **kwargs):
-        began = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            spent[0] += time.perf_counter() - began
-
-    nutpie.compile_pymc_model = timed
-    return spent
-
-
 def run_case(problem_name: str, method_name: str, seed: int, settings: dict) -> dict:
     """Run one case in this process and return its record (a failure is recorded, not raised)."""
     quiet_loggers()
     problem, record = get_problem(problem_name), empty_record(problem_name, method_name, seed)
-    compile_seconds = _time_nutpie_compile()
+    import nutpie
+
     start = time.perf_counter()
     try:
-        with warnings.catch_warnings(record=True) as caught:
+        with (warnings.catch_warnings(record=True) as caught,
+              timed_phases([(nutpie, "compile_pymc_model", "compile")]) as compile_seconds):
             warnings.simplefilter("always")
             idata, fields = METHODS[method_name].run(problem, seed, settings)
             record["seconds"] = time.perf_counter() - start
-        record["nutpie_compile_seconds"] = compile_seconds[0]
+        record["nutpie_compile_seconds"] = compile_seconds.get("compile", 0.0)
         seen = list(dict.fromkeys(
             f"{w.category.__name__}: {w.message}"[:300] for w in caught
             if not issubclass(w.category, DeprecationWarning | FutureWarning)))
