@@ -94,11 +94,18 @@ FULL = {"logistic_50000": lambda: _logistic(False),
 harness.problem("logistic_50000", lambda: _logistic(True), description="logistic regression, 50,000 points")
 harness.problem("regression_3000", lambda: _regression(3000, True), description="regression, 3,000 points")
 harness.problem("regression_30000", lambda: _regression(30000, True), description="regression, 30,000 points")
+
+
+def _even_split():
+    """The sign flip's truth: half the mass on each sign, by symmetry."""
+    from pymc_tempering.problems import Truth
+
+    return Truth(mode_probabilities=np.array([0.5, 0.5]))
+
+
 harness.problem("sign_flip_20000", _sign_flip, description="sign flip, 20,000 points",
-                modes=("theta<0", "theta>0"),
-                label=lambda draws: (draws["theta"] > 0).astype(int),
-                truth=lambda: __import__("pymc_tempering.problems", fromlist=["Truth"]).Truth(
-                    mode_probabilities=np.array([0.5, 0.5])))
+                modes=("theta<0", "theta>0"), truth=_even_split,
+                label=lambda draws: (draws["theta"] > 0).astype(int))
 
 
 def laplace(build):
@@ -152,6 +159,7 @@ def _run(method, problem, seed, settings):
     else:
         theta = idata["posterior"]["theta"].values
         fields.update({"weight_plus": float(np.mean(theta > 0)),
+                       "probabilities": [float(np.mean(theta <= 0)), float(np.mean(theta > 0))],
                        "sd_abs_theta": float(np.abs(theta).std())})
     if method == "replica_exchange":
         ex = idata["replica_exchange"]
