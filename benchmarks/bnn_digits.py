@@ -84,7 +84,7 @@ except ImportError as err:  # pragma: no cover - depends on the environment
     ) from err
 
 from pymc_tempering.methods.tact import TemperingSettings, sample_tact  # noqa: E402
-from pymc_tempering.methods.tact.testing import testing_aids  # noqa: E402
+from pymc_tempering.methods.tact.testing import hooks  # noqa: E402
 from pymc_tempering.target import Target  # noqa: E402
 
 OUT = Path(__file__).parent / "results"
@@ -187,7 +187,7 @@ def run_sampler(model, variant, draws, relabel, settings, init, seed):
     t0 = time.perf_counter()
     tempering = TemperingSettings(step_size=settings["step_size_tempering"],
                                   noise=settings["noise_tempering"])
-    with testing_aids(callback=relabel):
+    with hooks(callback=relabel):
         idata = sample_tact(
             draws,
             model=model,

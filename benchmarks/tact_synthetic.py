@@ -29,7 +29,7 @@ from arviz_stats.base.array import array_stats
 from scipy.stats import norm
 
 from pymc_tempering.methods.tact import TemperingSettings, sample_tact
-from pymc_tempering.methods.tact.testing import testing_aids
+from pymc_tempering.methods.tact.testing import hooks
 from pymc_tempering.kernels.thermostats import TemperingParams, ThermostatParams, thermostat_reference
 
 OUT = Path(__file__).parent / "results"
@@ -89,7 +89,7 @@ def run(draws, seed=0, defaults=False):
             }
             if not defaults:
                 options["tempering"] = TemperingSettings(step_size=SETTINGS["step_size_tempering"], noise=SETTINGS["noise_tempering"])
-            with testing_aids(gradient_noise=NOISE):
+            with hooks(gradient_noise=NOISE):
                 idata = sample_tact(
                     draws,
                     model=model,

@@ -322,7 +322,7 @@ def sample_tact(
 
     See Also
     --------
-    pymc_tempering.methods.tact.testing.testing_aids : the testing aids (gradient noise unknown
+    pymc_tempering.methods.tact.testing.hooks : the testing aids (gradient noise unknown
         to the dynamics, a function called before every step).
 
     Returns

@@ -1,6 +1,6 @@
 """Testing aids of :func:`~pymc_tempering.sample_tact`, out of its signature.
 
-:func:`testing_aids` is a context manager: the ``sample_tact`` runs inside it add Gaussian
+:func:`hooks` is a context manager: the ``sample_tact`` runs inside it add Gaussian
 noise, unknown to the dynamics, to the potential and the gradient (section 5.1 of Luo et al.
 2018), and call a function before every kernel step (to set a ``pm.Data`` minibatch by hand,
 say). The noise's standard deviations go into the result's attrs (``energy_noise_sd``,
@@ -16,11 +16,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Aids", "AIDS", "testing_aids", "noisy"]
+__all__ = ["Aids", "AIDS", "hooks", "noisy"]
 
 
 class Aids(NamedTuple):
-    """What :func:`testing_aids` sets: the noise's standard deviations (of the potential and of
+    """What :func:`hooks` sets: the noise's standard deviations (of the potential and of
     each gradient component) and the function called before every step."""
 
     energy_sd: float = 0.0
@@ -29,12 +29,12 @@ class Aids(NamedTuple):
 
 
 #: The aids of the ``sample_tact`` runs in the current context (none outside
-#: :func:`testing_aids`).
-AIDS: ContextVar[Aids] = ContextVar("tact_testing_aids", default=Aids())
+#: :func:`hooks`).
+AIDS: ContextVar[Aids] = ContextVar("tact_hooks", default=Aids())
 
 
 @contextlib.contextmanager
-def testing_aids(
+def hooks(
     gradient_noise: float | tuple[float, float] = 0.0,
     callback: Callable[[int], None] | None = None,
 ) -> Iterator[Aids]:

@@ -1,7 +1,7 @@
 """TACT-HMC's minibatch path against exact values: a ``pm.Minibatch`` gives an unbiased estimate
 of the full-batch potential and force for every chain (with the rows of paired data kept
 together), and the testing aid's ``callback(step)``
-(:func:`~pymc_tempering.methods.tact.testing.testing_aids`) runs before every step, so the ``pm.Data`` it sets is the data
+(:func:`~pymc_tempering.methods.tact.testing.hooks`) runs before every step, so the ``pm.Data`` it sets is the data
 that step's gradient sees; and one thermostat per coordinate absorbs gradient noise that differs
 between coordinates, also noise shared between them."""
 
@@ -16,7 +16,7 @@ from checks import K, assert_within_se
 from pymc_tempering.problems.minibatch import shared_noise_model
 
 from pymc_tempering.methods.tact import sample_tact
-from pymc_tempering.methods.tact.testing import testing_aids
+from pymc_tempering.methods.tact.testing import hooks
 from pymc_tempering.target import Target
 
 
@@ -67,7 +67,7 @@ def test_callback_runs_before_every_step_and_its_data_is_used():
 
     # without tempering every step is kept: draw t is the position after step t + 1, and its
     # potential energy is U at draw t - 1 with the data set by callback(t)
-    with testing_aids(callback=callback):
+    with hooks(callback=callback):
         idata = sample_tact(
             200, 0, 1, model=model, variant="sgnht", steps_per_sample=1,
             step_size=0.01, random_seed=2, progressbar=False,

@@ -19,14 +19,14 @@ from checks import K, assert_within_mcse, assert_within_se, mcse_of_mean, seed
 import pymc_tempering as pmt
 from pymc_tempering.methods.tact import TemperingSettings
 from pymc_tempering.methods.tact import sample_tact as plain_sample_tact
-from pymc_tempering.methods.tact.testing import testing_aids
+from pymc_tempering.methods.tact.testing import hooks
 from pymc_tempering.target import Target
 
 
 def sample_tact(*args, gradient_noise=0.0, **kwargs):
     """``sample_tact`` with Gaussian noise unknown to the dynamics (the testing aid of
-    section 5.1, :func:`~pymc_tempering.methods.tact.testing.testing_aids`)."""
-    with testing_aids(gradient_noise=gradient_noise):
+    section 5.1, :func:`~pymc_tempering.methods.tact.testing.hooks`)."""
+    with hooks(gradient_noise=gradient_noise):
         return plain_sample_tact(*args, **kwargs)
 
 
