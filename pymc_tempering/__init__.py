@@ -39,7 +39,7 @@ from pymc_tempering.methods.pseudo_extended import pseudo_extended_model, sample
 from pymc_tempering.methods.ais import sample_ais
 from pymc_tempering.methods.simulated_tempering import sample_simulated_tempering
 from pymc_tempering.methods.ergodic import ErgodicApproximation, fit_ergodic
-from pymc_tempering.methods.tact import sample_tact
+from pymc_tempering.methods.tact import TemperingSettings, sample_tact
 from pymc_tempering.methods.replica_exchange import sample_replica_exchange
 from pymc_tempering.sweep import Sweep, sample_many
 
@@ -83,6 +83,7 @@ __all__ = [
     "sample_ais",
     "sample_simulated_tempering",
     "sample_tact",
+    "TemperingSettings",
     "sample_replica_exchange",
     "ErgodicApproximation",
     "fit_ergodic",

@@ -81,7 +81,7 @@ def test_a_correlated_posterior_gets_its_width_from_a_dense_preconditioner(metho
     the noise sd known, so the posterior is Gaussian and exact): intercept and slope correlated
     -0.99. With a diagonal preconditioner the step along the ridge is bounded by its narrow
     direction, and TACT-HMC's sds came out 0.53 to 0.75 of the truth on this model with a noise
-    scale (``benchmarks/minibatch_regression.py``); from the second warm-up window the warm-up
+    scale (``benchmarks/minibatch.py``); from the second warm-up window the warm-up
     now decorrelates the coordinates (``adaptation.decorrelating_basis``). Each coefficient's
     sd within 10% of the exact one (the Euler step's own bias, a few percent) plus ``K`` Monte
     Carlo standard errors of the ratio, and its mean within a quarter of it plus ``K`` MCSE."""
