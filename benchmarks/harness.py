@@ -756,7 +756,8 @@ def selection(args, quick_problems=QUICK_PROBLEMS):
 
 
 def parse(p: argparse.ArgumentParser, argv=None):
-    """Parse, noting whether ``--problems`` was given (``--quick`` picks its own otherwise)."""
+    """Parse, noting whether ``--problems`` and ``--methods`` were given (``problems_given``,
+    ``methods_given``: ``--quick`` picks its own otherwise)."""
     args = p.parse_args(argv)
     if args.case:  # a case process (spawn_case): run it, print its record and stop
         name, method_name, seed = args.case
@@ -765,6 +766,7 @@ def parse(p: argparse.ArgumentParser, argv=None):
         raise SystemExit(0)
     argv = sys.argv[1:] if argv is None else argv
     args.problems_given = any(a == "--problems" or a.startswith("--problems=") for a in argv)
+    args.methods_given = any(a == "--methods" or a.startswith("--methods=") for a in argv)
     return args
 
 
