@@ -21,33 +21,36 @@ seed, ``pmt.sample_ct(random_seed=seed)`` at its defaults on ``radon_model(non_c
   Bennett's optimal bridge at equal sample sizes), from the same draws reweighted to that
   prior's marginal density of ``x``. Continuous NUTS cannot sample point masses in beta.
 
-Run: ``.venv/bin/python benchmarks/ct_estimators.py [--seeds 0,1,2,3] [--model alpha]``.
-Prints a markdown table.
+It runs on ``benchmarks/harness.py``: the method ``ct_estimators`` (``sample_ct`` at its
+defaults, the estimators above in the record's fields) on the problems ``radon_alpha`` (default)
+or ``radon_intercepts``, one fresh process per seed, its command line and JSON. Run::
+
+    .venv/bin/python benchmarks/ct_estimators.py --seeds 6          # radon_alpha, seeds 0-5
+    .venv/bin/python benchmarks/ct_estimators.py --problems radon_intercepts --seeds 6
+    .venv/bin/python benchmarks/ct_estimators.py --report --out FILE   # the table
+    .venv/bin/python benchmarks/ct_estimators.py --quick             # smoke: tiny draws
+
+Writes ``benchmarks/results/ct_estimators.json`` (or ``--out``) and prints a Markdown table.
 """
 
 from __future__ import annotations
-
-import argparse
-import warnings
 
 import numpy as np
 from arviz_stats.base.array import array_stats
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
-import pymc_tempering as pmt
-from pymc_tempering.problems.radon import (
-    radon_intercepts_model,
-    radon_log_marginal_likelihood,
-    radon_model,
-)
+import harness
+from harness import _fmt
 from pymc_tempering.estimators import ct_log_weights
-from pymc_tempering.extended import tempered as ct_module
 
 CAPTURED: dict = {}
 
 
 def _capture():
+    """Keep the final run's draws, target and base (``ct_result``'s arguments) in CAPTURED."""
+    from pymc_tempering.extended import tempered as ct_module
+
     inner = ct_module.ct_result
 
     def wrapper(sampled, target, base, log_zeta, **kwargs):
@@ -124,45 +127,51 @@ def ends_sd(delta, m):
     return float(np.sqrt(np.sum(w * (z - np.sum(w * z)) ** 2)))
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", default="0,1,2,3")
-    parser.add_argument("--model", choices=["alpha", "intercepts"], default="alpha")
-    args = parser.parse_args()
-    if args.model == "alpha":
-        model, truth = radon_model(non_centered="alpha"), radon_log_marginal_likelihood()
-    else:
-        model = radon_intercepts_model()
-        truth = radon_log_marginal_likelihood(model="intercepts")
+@harness.method("ct_estimators", "pmt.sample_ct at its defaults; eq. (20), MBAR, zero-variance "
+                "control variates and end-mass priors from its draws")
+def _ct_estimators(problem, seed, settings):
+    import pymc_tempering as pmt
+
     _capture()
-    print(
-        "| seed | eq20 error ± SE | sd(z) | ESS(z) | mbar error | zv error ± SE | zv R2 "
-        "| sd(z), m = 0.5 | sd(z), m = 1 |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
-    for seed in [int(s) for s in args.seeds.split(",")]:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            result = pmt.sample_ct(model=model, random_seed=seed, progressbar=False)
-        stats = result["sample_stats"]
-        log_w0, log_w1 = stats["log_base_weight"].values, stats["log_weight"].values
-        delta = log_w0 - log_w1
-        log_zeta = result.attrs["log_zeta"]
-        estimate, z = _ratio_series(log_w1, log_w0)
-        error = result.attrs["log_marginal_likelihood"] - truth
-        se = result.attrs["log_marginal_likelihood_se"]
-        beta = result["posterior"]["inverse_temperature"].values
-        mbar_error = log_zeta + mbar(delta, beta) - truth
-        shift, r2, adjusted = zero_variance(
-            CAPTURED["x"], CAPTURED["base"], CAPTURED["target"], delta, z
-        )
-        zv_se = adjusted.std() / np.sqrt(_ess(adjusted))
-        print(
-            f"| {seed} | {error:+.3f} ± {se:.3f} | {z.std():.2f} | {_ess(z):.0f} "
-            f"| {mbar_error:+.3f} | {log_zeta + estimate + shift - truth:+.3f} ± {zv_se:.3f} "
-            f"| {r2:.2f} | {ends_sd(delta, 0.5):.2f} | {ends_sd(delta, 1.0):.2f} |",
-            flush=True,
-        )
+    with problem.build():
+        result = pmt.sample_ct(random_seed=seed, progressbar=False, **harness._draws(settings))
+    truth = problem.log_z
+    stats = result["sample_stats"]
+    log_w0, log_w1 = stats["log_base_weight"].values, stats["log_weight"].values
+    delta = log_w0 - log_w1
+    log_zeta = result.attrs["log_zeta"]
+    estimate, z = _ratio_series(log_w1, log_w0)
+    beta = result["posterior"]["inverse_temperature"].values
+    shift, r2, adjusted = zero_variance(CAPTURED["x"], CAPTURED["base"], CAPTURED["target"], delta, z)
+    return result, {"sd_z": float(z.std()), "ess_z": _ess(z),
+                    "mbar_error": float(log_zeta + mbar(delta, beta) - truth),
+                    "zv_error": float(log_zeta + estimate + shift - truth),
+                    "zv_se": float(adjusted.std() / np.sqrt(_ess(adjusted))), "zv_r2": float(r2),
+                    "sd_z_ends_half": ends_sd(delta, 0.5), "sd_z_ends_all": ends_sd(delta, 1.0)}
+
+
+def table(data) -> str:
+    """One row per run."""
+    lines = ["| problem | seed | eq20 error ± SE | sd(z) | ESS(z) | mbar error | zv error ± SE | zv R2 "
+             "| sd(z), m = 0.5 | sd(z), m = 1 |", "|" + "---|" * 10]
+    for r in data["runs"]:
+        if r.get("error_message"):
+            lines.append(f"| {r['problem']} | {r['seed']} | FAILED: {r['error_message'][:100]} |")
+            continue
+        lines.append(
+            f"| {r['problem']} | {r['seed']} | {_fmt(r['log_z_error'], '+.3f')} ± {_fmt(r['log_z_se'])} "
+            f"| {r['sd_z']:.2f} | {r['ess_z']:.0f} | {r['mbar_error']:+.3f} "
+            f"| {r['zv_error']:+.3f} ± {r['zv_se']:.3f} | {r['zv_r2']:.2f} "
+            f"| {r['sd_z_ends_half']:.2f} | {r['sd_z_ends_all']:.2f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = harness.parser(__doc__.splitlines()[0], problems=("radon_alpha",), methods=("ct_estimators",),
+                       out=harness.RESULTS / "ct_estimators.json", seeds=4)
+    args = harness.parse(p, argv)
+    harness.run_or_report(args, "ct_estimators", harness.settings_from(args),
+                          report=lambda data: print(table(data)), quick_problems=("radon_alpha",))
 
 
 if __name__ == "__main__":
