@@ -6,18 +6,25 @@ variable ``PMT_TEST_SEED``. This script reruns the suite (or the tests ``-k`` se
 that fails for some seed is fixed (a longer run, a tolerance from a standard error), never
 re-seeded: every statistical test should fail with probability below 1e-3 per seed.
 
+It is not problems x methods x seeds on ``benchmarks/harness.py``'s cases because what it runs
+per seed is the whole test suite, not a method on a problem; it uses the harness's command line
+(``--seeds``, ``--first-seed``, ``--out``, ``--report``, ``--quick``: one seed; not
+``--problems`` or ``--methods``) and writes :func:`harness.results_file`: one record per seed
+(problem ``test_suite``, method ``pytest``: its wall seconds, pytest's return code and each
+test's outcome) and the per-test table (``tests``, ``failures``).
+
 Usage::
 
     .venv/bin/python benchmarks/seed_sweep.py                  # 10 seeds, default suite
     .venv/bin/python benchmarks/seed_sweep.py --seeds 3 -k estimators --jobs 2
+    .venv/bin/python benchmarks/seed_sweep.py --first-seed 6 --seeds 5 --out /tmp/b.json   # a share
+    .venv/bin/python benchmarks/seed_sweep.py --report         # the table from --out
 
-Writes ``benchmarks/results/seed_sweep.json`` and prints a Markdown table.
+Writes ``benchmarks/results/seed_sweep.json`` (or ``--out``) and prints a Markdown table.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import subprocess
 import sys
@@ -27,8 +34,10 @@ import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "seed_sweep.json"
+import harness
+
+ROOT = harness.ROOT
+RESULTS = harness.RESULTS / "seed_sweep.json"
 
 
 def parse_junit(path: Path) -> dict[str, dict]:
@@ -62,7 +71,8 @@ def run_seed(seed: int, pytest_args: list[str], workdir: Path) -> dict:
     if not xml.exists():
         raise RuntimeError(f"pytest wrote no report for seed {seed}:\n{proc.stdout[-2000:]}"
                            f"\n{proc.stderr[-2000:]}")
-    return {"seed": seed, "returncode": proc.returncode, "wall_s": wall, "tests": parse_junit(xml)}
+    return {**harness.empty_record("test_suite", "pytest", seed), "seconds": wall,
+            "returncode": proc.returncode, "tests": parse_junit(xml)}
 
 
 def summarise(runs: list[dict]) -> dict[str, dict]:
@@ -80,64 +90,66 @@ def summarise(runs: list[dict]) -> dict[str, dict]:
     return table
 
 
-def markdown(table: dict[str, dict], runs: list[dict]) -> str:
+def markdown(data: dict) -> str:
+    """The failing tests, their seeds and (where the file says) their fix."""
+    runs, table = data["runs"], data["tests"]
+    fixes = data.get("fixed_after_the_sweep", {})
     seeds = [r["seed"] for r in runs]
     lines = [
         f"Seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} runs); "
-        f"wall time per run {min(r['wall_s'] for r in runs):.0f}-"
-        f"{max(r['wall_s'] for r in runs):.0f} s.",
+        f"wall time per run {min(r['seconds'] for r in runs):.0f}-"
+        f"{max(r['seconds'] for r in runs):.0f} s.",
         "",
-        "| test | runs | failures | failing seeds |",
-        "|---|---:|---:|---|",
+        "| test | runs | failures | failing seeds |" + (" fix |" if fixes else ""),
+        "|---|---:|---:|---|" + ("---|" if fixes else ""),
     ]
     failing = {k: v for k, v in table.items() if v["failed_seeds"]}
     for name, row in sorted(failing.items()):
         seeds_text = ", ".join(map(str, row["failed_seeds"]))
-        lines.append(f"| `{name}` | {row['runs']} | {len(row['failed_seeds'])} | {seeds_text} |")
+        lines.append(f"| `{name}` | {row['runs']} | {len(row['failed_seeds'])} | {seeds_text} |"
+                     + (f" {fixes.get(name, '')} |" if fixes else ""))
     passed = len(table) - len(failing)
-    lines.append(f"| (all {passed} other tests) | {len(seeds)} each | 0 | |")
+    lines.append(f"| (all {passed} other tests) | {len(seeds)} each | 0 | |" + (" |" if fixes else ""))
     return "\n".join(lines)
 
 
-def _report(runs: list[dict], pytest_args: list[str], argv) -> dict:
+def results(runs: list[dict], pytest_args: list[str], argv) -> dict:
+    """The results file: the per-seed records, the per-test table and the failures."""
     table = summarise(runs)
-    return {
-        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
-        "pytest_args": pytest_args,
-        "seeds": [r["seed"] for r in runs],
-        "wall_s": {str(r["seed"]): round(r["wall_s"], 1) for r in runs},
-        "tests": table,
-        "failures": {k: v["failed_seeds"] for k, v in table.items() if v["failed_seeds"]},
-    }
+    command = " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])
+    return harness.results_file(
+        "seed_sweep", {"pytest_args": pytest_args, "command": command}, runs, tests=table,
+        failures={k: v["failed_seeds"] for k, v in table.items() if v["failed_seeds"]})
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=10, help="number of shifted seeds (1..N)")
-    parser.add_argument("--first", type=int, default=1, help="first seed (default 1)")
+    parser = harness.parser(__doc__.splitlines()[0], out=RESULTS, seeds=10)
+    parser.set_defaults(first_seed=1)
     parser.add_argument("-k", default=None, help="pytest -k expression (pass-through)")
     parser.add_argument("--jobs", type=int, default=1, help="seeds run at once (default 1)")
-    parser.add_argument("--output", type=Path, default=RESULTS)
     parser.add_argument("pytest_args", nargs="*", help="further pytest arguments (after --)")
-    args = parser.parse_args(argv)
+    args = harness.parse(parser, argv)
+    if args.report:
+        print(markdown(harness.load(args.out)))
+        return 0
 
     pytest_args = list(args.pytest_args)
     if args.k:
         pytest_args += ["-k", args.k]
-    seeds = list(range(args.first, args.first + args.seeds))
+    n_seeds = args.seeds if args.seeds is not None else (1 if args.quick else args.default_seeds)
+    seeds = list(range(args.first_seed, args.first_seed + n_seeds))
     runs: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            # the report is rewritten after every seed, so a sweep cut short still says something
+            # the file is rewritten after every seed, so a sweep cut short still says something
             for run in pool.map(lambda s: run_seed(s, pytest_args, Path(tmp)), seeds):
                 runs.append(run)
-                report = _report(runs, pytest_args, argv)
-                args.output.parent.mkdir(parents=True, exist_ok=True)
-                args.output.write_text(json.dumps(report, indent=2) + "\n")
-    table = summarise(runs)
-    print(markdown(table, runs))
-    print(f"\nWritten to {args.output.relative_to(ROOT) if args.output.is_relative_to(ROOT) else args.output}")
-    return 1 if report["failures"] else 0
+                data = results(runs, pytest_args, argv)
+                harness.write_json(args.out, data)
+    print(markdown(data))
+    out = Path(args.out)
+    print(f"\nWritten to {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    return 1 if data["failures"] else 0
 
 
 if __name__ == "__main__":
