@@ -18,21 +18,27 @@ For each run: the call's wall time, the weighted effective draws (``ess_mean`` o
 marginal likelihood with its standard error (the two must agree within their errors), the
 divergences.
 
+It is not problems x methods x seeds on ``benchmarks/harness.py``'s cases because its two
+backends run in one process from one base fitted once, timed apart, so they are one measurement;
+it uses the harness's command line (``--methods``: ``numpyro``, ``nutpie`` or both, ``--draws``,
+``--out``, ``--quick``, ``--report``; not ``--problems`` or ``--seeds``) and writes
+:func:`harness.results_file`, one record per backend (its wall seconds, log Z with its standard
+error, effective draws). The harness adds no import beyond NumPy and the standard library.
+
 Usage::
 
     python benchmarks/jax_gpu.py                        # 1e5 rows, 128 GPU chains
     python benchmarks/jax_gpu.py --quick                # 2000 rows, short runs (CPU is fine)
-    python benchmarks/jax_gpu.py --only numpyro --gpu-chains 256
+    python benchmarks/jax_gpu.py --methods numpyro --gpu-chains 256
+    python benchmarks/jax_gpu.py --report --out benchmarks/results/jax_gpu.json
 
 Needs the ``jax`` extra (JAX, NumPyro) and, for a GPU, a CUDA build of jaxlib. Writes
-``benchmarks/results/jax_gpu.json`` (``jax_gpu_quick.json`` with ``--quick``; ``--output`` to
+``benchmarks/results/jax_gpu.json`` (``jax_gpu_quick.json`` with ``--quick``; ``--out`` to
 change) and prints a Markdown table. Not part of any test run.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import platform
 import sys
@@ -44,6 +50,8 @@ import numpy as np
 import pymc as pm
 
 import pymc_tempering as pmt
+
+import harness
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -91,7 +99,9 @@ def run(label: str, model: pm.Model, base, log_zeta: float, args, **sample_kwarg
     ess = pmt.weighted_summary(idata, var_names=["a", "b"])["ess_mean"]
     lml = pmt.log_marginal_likelihood(idata)
     out = {
-        "wall_s": wall,
+        "seconds": wall,
+        "log_z": lml.estimate,
+        "log_z_se": lml.standard_error,
         "chains": int(idata["posterior"].sizes["chain"]),
         "draws": args.draws,
         "tune": args.tune,
@@ -99,31 +109,45 @@ def run(label: str, model: pm.Model, base, log_zeta: float, args, **sample_kwarg
         "ess_median": float(ess.median()),
         "ess_min_per_s": float(ess.min()) / wall,
         "ess_median_per_s": float(ess.median()) / wall,
-        "log_marginal_likelihood": lml.estimate,
-        "standard_error": lml.standard_error,
         "reliable": bool(lml.reliable),
         "divergences": int(idata["sample_stats"]["diverging"].sum()),
         "sampling_time_s": idata["posterior"].attrs.get("sampling_time"),
-        "settings": sample_kwargs,
+        "sampler_settings": sample_kwargs,
     }
     print(f"{label}: {wall:.1f} s, ess min {out['ess_min']:.0f} ({out['ess_min_per_s']:.1f}/s), "
           f"log Z {lml.estimate:.3f} ± {lml.standard_error:.3f}", flush=True)
     return out
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="2000 rows, 5 features, 4 chains each, 200 draws: a check of the script")
+def report(data: dict) -> None:
+    """One row per backend: chains, wall time, effective draws and per second, log Z."""
+    print("| backend | chains | wall (s) | ess min | ess min / s | ess median / s | log Z |")
+    print("|---|---|---|---|---|---|---|")
+    for r in data["runs"]:
+        print(f"| {r['method']} | {r['chains']} | {r['seconds']:.1f} | {r['ess_min']:.0f} | "
+              f"{r['ess_min_per_s']:.1f} | {r['ess_median_per_s']:.1f} | "
+              f"{r['log_z']:.3f} ± {r['log_z_se']:.3f} |")
+    if "speedup_ess_min_per_s" in data:
+        print(f"\nnumpyro / nutpie, min ESS per second: {data['speedup_ess_min_per_s']:.2f}; "
+              f"log Z difference {data['lml_difference_in_se']:.4f} standard errors")
+
+
+def main(argv=None):
+    parser = harness.parser(__doc__.splitlines()[0], methods=("numpyro", "nutpie"), out=None, seeds=1)
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--features", type=int, default=20)
     parser.add_argument("--gpu-chains", type=int, default=128)
     parser.add_argument("--cpu-chains", type=int, default=os.cpu_count())
-    parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--tune", type=int, default=1000)
-    parser.add_argument("--only", choices=["numpyro", "nutpie"])
-    parser.add_argument("--output", type=Path)
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
+    path = Path(args.out or RESULTS / ("jax_gpu_quick.json" if args.quick else "jax_gpu.json"))
+    if args.report:
+        report(harness.load(path))
+        return
+    backends = [b for b in args.methods.split(",") if b]
+    if set(backends) - {"numpyro", "nutpie"}:
+        raise SystemExit(f"--methods: numpyro and/or nutpie, not {args.methods}")
+    args.draws = args.draws or 1000
     if args.quick:
         args.rows, args.features, args.draws, args.tune = 2000, 5, 200, 200
         args.gpu_chains = args.cpu_chains = 4
@@ -136,41 +160,33 @@ def main():
     base_s = time.perf_counter() - start
     print(f"base: {base_s:.1f} s, log_zeta {log_zeta:.3f}", flush=True)
 
+    problem = f"logistic_{args.rows}x{args.features}"
     runs = {}
-    if args.only in (None, "numpyro"):
+    if "numpyro" in backends:
         runs["numpyro"] = run("numpyro", model, base, log_zeta, args, chains=args.gpu_chains,
                               nuts_sampler="numpyro", nuts={"chain_method": "vectorized"})
-    if args.only in (None, "nutpie"):
+    if "nutpie" in backends:
         runs["nutpie"] = run("nutpie", model, base, log_zeta, args, chains=args.cpu_chains,
                              nuts_sampler="nutpie", cores=os.cpu_count())
-    out = {
-        "rows": args.rows,
-        "features": args.features,
-        "random_seed": SEED,
-        "base_s": base_s,
-        "log_zeta": log_zeta,
-        "runs": runs,
-        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version(), **devices()},
-        "command": " ".join(["python benchmarks/jax_gpu.py", *sys.argv[1:]]),
-    }
+    extra = {}
     if len(runs) == 2:
-        out["speedup_ess_min_per_s"] = (runs["numpyro"]["ess_min_per_s"]
-                                        / runs["nutpie"]["ess_min_per_s"])
-        out["lml_difference_in_se"] = (
-            (runs["numpyro"]["log_marginal_likelihood"] - runs["nutpie"]["log_marginal_likelihood"])
-            / np.hypot(runs["numpyro"]["standard_error"], runs["nutpie"]["standard_error"]))
-    path = args.output or RESULTS / ("jax_gpu_quick.json" if args.quick else "jax_gpu.json")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=1))
-
-    print("\n| backend | chains | wall (s) | ess min | ess min / s | ess median / s | log Z |")
-    print("|---|---|---|---|---|---|---|")
-    for label, r in runs.items():
-        print(f"| {label} | {r['chains']} | {r['wall_s']:.1f} | {r['ess_min']:.0f} | "
-              f"{r['ess_min_per_s']:.1f} | {r['ess_median_per_s']:.1f} | "
-              f"{r['log_marginal_likelihood']:.3f} ± {r['standard_error']:.3f} |")
-    print(f"\nwritten to {path}; devices: {out['machine'].get('devices')}")
+        extra["speedup_ess_min_per_s"] = (runs["numpyro"]["ess_min_per_s"]
+                                          / runs["nutpie"]["ess_min_per_s"])
+        extra["lml_difference_in_se"] = (
+            (runs["numpyro"]["log_z"] - runs["nutpie"]["log_z"])
+            / np.hypot(runs["numpyro"]["log_z_se"], runs["nutpie"]["log_z_se"]))
+    data = harness.results_file(
+        "jax_gpu", {"rows": args.rows, "features": args.features, "draws": args.draws,
+                    "tune": args.tune, "quick": bool(args.quick)},
+        [{**harness.empty_record(problem, label, SEED), **r} for label, r in runs.items()],
+        rows=args.rows, features=args.features, random_seed=SEED, base_s=base_s, log_zeta=log_zeta,
+        machine={"cpu_count": os.cpu_count(), "platform": platform.platform(),
+                 "python": platform.python_version(), **devices()},
+        command=" ".join(["python benchmarks/jax_gpu.py", *sys.argv[1:]]), **extra)
+    harness.write_json(path, data)
+    print()
+    report(data)
+    print(f"\nwritten to {path}; devices: {data['machine'].get('devices')}")
 
 
 if __name__ == "__main__":
