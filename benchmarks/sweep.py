@@ -29,15 +29,25 @@ than the one-core loop. Each model's own seconds (``Sweep.durations``) are recor
 sum against the wall time separates the fixed costs (start, imports, the cluster's start and
 stop) from the models' work.
 
+It is not problems x methods x seeds on ``benchmarks/harness.py``'s cases because what it
+times is a whole sweep of many models in a fresh process per run, three ways interleaved; it uses
+the harness's command line (``--out``, ``--figure``, ``--quick``, ``--report``; not
+``--problems``, ``--methods`` or ``--seeds``: ``--repeats`` sets the rounds) and writes
+:func:`harness.results_file`: one record per run and round (problem ``radon_sweep_N``, the run's
+name as its method, the round as its seed: wall seconds, load averages, each model's seconds),
+the evidence table, the speed-ups and whether every run gave identical numbers.
+
 Usage::
 
     .venv/bin/python benchmarks/sweep.py                # 16 models, three runs
     .venv/bin/python benchmarks/sweep.py --repeats 3    # three rounds of them
     .venv/bin/python benchmarks/sweep.py --quick        # 4 models, short runs
     .venv/bin/python benchmarks/sweep.py --models 32    # the subsets with log_uppm^3 too
+    .venv/bin/python benchmarks/sweep.py --report --out benchmarks/results/sweep.json
 
 Writes ``benchmarks/results/sweep.json`` and ``sweep.png`` (``sweep_quick.*`` with ``--quick``,
-``sweep_<N>.*`` for ``--models N`` other than 16), and prints a Markdown table.
+``sweep_<N>.*`` for ``--models N`` other than 16; or ``--out`` and ``--figure``), and prints
+Markdown tables.
 """
 
 from __future__ import annotations
@@ -62,6 +72,8 @@ from scipy.stats import halfnorm
 import pymc_tempering as pmt
 from pymc_tempering.problems.radon import load_radon
 from pymc_tempering.sweep import read_store
+
+import harness
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -214,6 +226,10 @@ def markdown(table) -> str:
 
 
 def plot(table, runs, path):
+    """The wall times of the three runs, and each model's evidence against quadrature."""
+    import matplotlib
+
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5), width_ratios=(1, 2))
@@ -235,9 +251,48 @@ def plot(table, runs, path):
     fig.savefig(path, dpi=120)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="4 models, 200 draws")
+def by_run(data: dict) -> dict:
+    """``{run: {"repeats": [...], "wall_s_min": ..., "wall_s_median": ...}}`` from the records."""
+    runs = {}
+    for r in data["runs"]:
+        runs.setdefault(r["method"], {"repeats": []})["repeats"].append(
+            {"wall_s": r["seconds"], **{k: r[k] for k in ("load_before", "load_after") if k in r}})
+    for r in runs.values():
+        walls = [x["wall_s"] for x in r["repeats"]]
+        r["wall_s_min"], r["wall_s_median"] = min(walls), float(np.median(walls))
+    return runs
+
+
+def evidence_table(data: dict):
+    """The first run's evidences with the exact values, as a DataFrame indexed by model."""
+    import pandas as pd
+
+    return pd.DataFrame(data["table"]).set_index("model")
+
+
+def report(data: dict) -> None:
+    """The wall times and speed-ups, then the evidences against quadrature."""
+    runs = by_run(data)
+    speedup = data["speedup"]
+    n = max(len(r["repeats"]) for r in runs.values())
+    print(f"| run | wall (s), least of {n} | median | cluster's speed-up (least; median) |")
+    print("|---|---:|---:|---|")
+    labels = {"cluster": "`LocalCluster`, 2 one-thread workers", "serial_1core": "serial, `cores=1`",
+              "serial": "serial, default cores"}
+    for name, r in runs.items():
+        gain = (f"{speedup[f'min_vs_{name}']:.2f}x; {speedup[f'median_vs_{name}']:.2f}x"
+                if f"min_vs_{name}" in speedup else "")
+        print(f"| {labels.get(name, name)} | {r['wall_s_min']:.1f} | {r['wall_s_median']:.1f} | {gain} |")
+    print(f"\nidentical: {data['identical']}; failures: "
+          f"{ {k: v for k, v in data['failures'].items() if v} or 'none'}\n")
+    table = evidence_table(data)
+    cols = ["log_marginal_likelihood", "standard_error", "exact", "error_in_se",
+            "log_bayes_factor", "posterior_probability", "reliable"]
+    print(markdown(table[cols]))
+
+
+def main(argv=None):
+    parser = harness.parser(__doc__.splitlines()[0], out=None, figure=None, seeds=1)
     parser.add_argument("--models", type=int, default=16,
                         help="up to 32 (the subsets with a fifth candidate, log_uppm^3, follow)")
     parser.add_argument("--no-warmup", action="store_true")
@@ -245,55 +300,43 @@ def main():
                         help="rounds of the three runs, interleaved (min and median reported)")
     parser.add_argument("--child", choices=[*RUNS, "warmup"], help=argparse.SUPPRESS)
     parser.add_argument("--store", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
     args.models = min(args.models, 4) if args.quick else args.models
+    name = "sweep_quick" if args.quick else "sweep" if args.models == 16 else f"sweep_{args.models}"
+    args.out = Path(args.out or RESULTS / f"{name}.json")
+    args.figure = args.figure or ("" if args.report else str(args.out.with_suffix(".png")))
     size = dict(draws=200, tune=200) if args.quick else {}
     if args.child == "warmup":
         return run_child("serial_1core", args.models, dict(draws=50, tune=50, chains=1),
                          args.store)
     if args.child:
         return run_child(args.child, args.models, size, args.store)
+    if args.report:
+        data = harness.load(args.out)
+        report(data)
+        if args.figure:
+            plot(evidence_table(data), by_run(data), args.figure)
+        return
 
     runs, results, failures, warmup = measure(args, size)
     table = pmt.compare_evidence(results[0])
     table["exact"] = [exact_log_evidence(tuple(n.split("+")[1:])) for n in table.index]
     table["error_in_se"] = (table["log_marginal_likelihood"] - table["exact"]) / table[
         "standard_error"]
-    out = {
-        "models": args.models,
-        "settings": {"random_seed": SEED, **size, "runs": RUNS},
-        "cpu_count": os.cpu_count(),
-        "warmup": warmup,
-        "runs": runs,
-        "failures": failures,
-        "speedup": {
-            f"{stat}_vs_{run}": runs[run][f"wall_s_{stat}"] / runs["cluster"][f"wall_s_{stat}"]
-            for stat in ("min", "median") for run in ("serial_1core", "serial")
-        },
-        "identical": all(identical(results[0], other) for other in results[1:]),
-        "table": json.loads(table.reset_index().to_json(orient="records")),
-    }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    name = "sweep_quick" if args.quick else "sweep" if args.models == 16 else f"sweep_{args.models}"
-    (RESULTS / f"{name}.json").write_text(json.dumps(out, indent=1))
-    plot(table, runs, RESULTS / f"{name}.png")
-
-    print("\n| run | wall (s), each repeat | min | median | load before each |")
-    print("|---|---|---|---|---|")
-    for label, r in runs.items():
-        walls = ", ".join(f"{x['wall_s']:.1f}" for x in r["repeats"])
-        loads = ", ".join(f"{x['load_before'][0]:.2f}" for x in r["repeats"])
-        print(f"| {label} | {walls} | {r['wall_s_min']:.1f} | {r['wall_s_median']:.1f} | "
-              f"{loads} |")
-    speedup = out["speedup"]
-    print(f"\nspeed-up of the cluster (min; median): against one core "
-          f"{speedup['min_vs_serial_1core']:.2f}x; {speedup['median_vs_serial_1core']:.2f}x, "
-          f"against the serial loop {speedup['min_vs_serial']:.2f}x; "
-          f"{speedup['median_vs_serial']:.2f}x; identical: {out['identical']}; "
-          f"failures: {failures}\n")
-    cols = ["log_marginal_likelihood", "standard_error", "exact", "error_in_se",
-            "log_bayes_factor", "posterior_probability", "reliable"]
-    print(markdown(table[cols]))
+    records = [{**harness.empty_record(f"radon_sweep_{args.models}", run, repeat),
+                "seconds": x["wall_s"], **{k: v for k, v in x.items() if k != "wall_s"}}
+               for run, r in runs.items() for repeat, x in enumerate(r["repeats"])]
+    data = harness.results_file(
+        "sweep", {"random_seed": SEED, **size, "runs": RUNS, "quick": bool(args.quick)}, records,
+        models=args.models, cpu_count=os.cpu_count(), warmup=warmup, failures=failures,
+        speedup={f"{stat}_vs_{run}": runs[run][f"wall_s_{stat}"] / runs["cluster"][f"wall_s_{stat}"]
+                 for stat in ("min", "median") for run in ("serial_1core", "serial")},
+        identical=all(identical(results[0], other) for other in results[1:]),
+        table=json.loads(table.reset_index().to_json(orient="records")))
+    harness.write_json(args.out, data)
+    plot(table, runs, args.figure)
+    report(data)
+    print(f"\nwrote {args.out} and {args.figure}")
 
 
 if __name__ == "__main__":
