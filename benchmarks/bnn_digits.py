@@ -29,9 +29,15 @@ Data: ``sklearn.datasets.load_digits`` (1797 images of 8x8 pixels, 10 classes, s
 scikit-learn: no download), one fixed stratified split (``--test-fraction``, split seed 0),
 features standardised with the training set's mean and sd.
 
-Writes ``benchmarks/results/bnn_digits.json`` (per seed: test accuracy and log loss of the
-averaged predictive, mean accuracy of single sampled networks, training accuracy, steps, kept
-draws, mean thermostat, wall seconds; per setting: mean and sd over seeds).
+It is not problems x methods x seeds on ``benchmarks/harness.py``'s cases because within a seed
+SGNHT, SGHMC and Adam run for the number of steps TACT-HMC took, so a seed's four methods are one
+coupled measurement; it uses the harness's command line (``--seeds``, ``--first-seed``,
+``--draws``: TACT-HMC's draws per chain, ``--out``, ``--quick``, ``--report``; not its
+``--problems`` and ``--methods``) and writes its
+records with :func:`harness.results_file` (one per label condition, seed and method, the
+condition as its ``problem``: test accuracy and log loss of the averaged predictive, mean
+accuracy of single sampled networks, training accuracy, steps, kept draws, mean thermostat,
+wall seconds).
 
 Settings (the defaults): the paper's MLP tuple ``[eta, eta, 0.05, 0.05, 1, 1, K=50]`` with
 ``eta_xi = 1e-3``; ``eta_theta = 1e-3`` was chosen by stability alone, on a pilot scored on a
@@ -48,11 +54,15 @@ a multi-threaded OpenBLAS made the batched gradient 100x slower).
 ``--defaults``: the three samplers at their default step sizes (``step_size="auto"``,
 ``step_size_tempering="auto"``: the warm-up's diagonal preconditioner, see ``docs/tact_hmc.md``)
 with the same budget (``tune`` covering ``--burn-in-epochs``), starts, noise, ``K`` and ladder;
-written to ``bnn_digits_defaults.json`` unless ``--output`` is given.
+written to ``bnn_digits_defaults.json`` unless ``--out`` is given.
 
-Run: ``python benchmarks/bnn_digits.py`` (5 seeds, 0 % and 20 % permuted labels, both relabel
-modes; about 11 minutes on 2 busy cores), or e.g. ``--seeds 0 1 2 --draws 30 --relabel epoch``
-for a shorter run (``--help`` for every setting).
+Run::
+
+    .venv/bin/python benchmarks/bnn_digits.py        # 5 seeds, 0 % and 20 % permuted labels,
+                                                     # both relabel modes: about 11 minutes
+    .venv/bin/python benchmarks/bnn_digits.py --defaults --seeds 2 --permuted 0 0.2 --relabel epoch
+    .venv/bin/python benchmarks/bnn_digits.py --report --out benchmarks/results/bnn_digits_defaults.json
+    .venv/bin/python benchmarks/bnn_digits.py --quick   # smoke: 1 seed, clean labels, tiny budget
 """
 
 from __future__ import annotations
@@ -62,7 +72,6 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import time  # noqa: E402
@@ -86,6 +95,8 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 from pymc_tempering.methods.tact import TemperingSettings, sample_tact  # noqa: E402
 from pymc_tempering.methods.tact.testing import hooks  # noqa: E402
 from pymc_tempering.target import Target  # noqa: E402
+
+import harness  # noqa: E402
 
 OUT = Path(__file__).parent / "results"
 SAMPLERS = {"tact": "TACT-HMC", "sgnht": "SGNHT", "sghmc": "SGHMC"}
@@ -236,25 +247,31 @@ def run_adam(model, target, steps, relabel, learning_rate, init, seed):
     return params, {"steps": steps, "wall_s": time.perf_counter() - t0}
 
 
-def summarise(per_seed):
-    """``[mean, sd]`` over seeds of every number (sd ``None`` with one seed)."""
-    out = {}
-    for k, v in per_seed[0].items():
-        if isinstance(v, (int, float)):
-            values = np.array([r[k] for r in per_seed], dtype=float)
-            sd = float(values.std(ddof=1)) if values.size > 1 else None
-            out[k] = [float(values.mean()), sd]
-    return out
+LABELS = {"0": "clean", "0.2/epoch": "20% permuted per epoch", "0.2/fixed": "20% permuted once"}
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+def report(data: dict) -> None:
+    """Test accuracy per label condition and method, one value per seed."""
+    methods = [*SAMPLERS, "adam"]
+    names = {**SAMPLERS, "adam": "Adam"}
+    print("| labels | " + " | ".join(names[m] for m in methods) + " |")
+    print("|---|" + "---|" * len(methods))
+    for condition in dict.fromkeys(r["problem"] for r in data["runs"]):
+        cells = []
+        for method in methods:
+            runs = sorted((r for r in data["runs"] if r["problem"] == condition and r["method"] == method),
+                          key=lambda r: r["seed"])
+            cells.append(", ".join(f"{r['test_accuracy']:.3f}" for r in runs) or "-")
+        label = LABELS.get(condition, condition)
+        print(f"| {label} | " + " | ".join(cells) + " |")
+
+
+def main(argv=None):
+    parser = harness.parser(__doc__.splitlines()[0], out=None, seeds=5)
     parser.add_argument("--permuted", type=float, nargs="+", default=[0.0, 0.2])
     parser.add_argument(
         "--relabel", choices=["epoch", "fixed"], nargs="+", default=["epoch", "fixed"]
     )
-    parser.add_argument("--draws", type=int, default=60, help="TACT draws per chain")
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=50)
     parser.add_argument("--batch-size", type=int, default=128)
@@ -274,18 +291,24 @@ def main():
         action="store_true",
         help="score on a validation split of the training set instead of the test set",
     )
-    parser.add_argument("--output", default=None)
     parser.add_argument("--defaults", action="store_true",
                         help="the samplers' default (auto) step sizes instead of the tuned ones")
-    args = parser.parse_args()
+    args = harness.parse(parser, argv)
+    if args.out is None:
+        args.out = OUT / ("bnn_digits_defaults.json" if args.defaults else "bnn_digits.json")
+    if args.report:
+        report(harness.load(args.out))
+        return
+    seeds = list(range(args.first_seed, args.first_seed + (args.seeds or (1 if args.quick else 5))))
+    args.draws = args.draws or (2 if args.quick else 60)
+    if args.quick:  # one seed, clean labels, a tiny budget
+        args.permuted, args.burn_in_epochs = [0.0], 2
 
     x_tr, x_te, y_tr, y_te = load_data(args.test_fraction, args.validate)
     steps_per_epoch = math.ceil(y_tr.size / args.batch_size)
     # warm-up in iterations of steps_per_sample steps, covering at least burn_in_epochs
     tune = math.ceil(args.burn_in_epochs * steps_per_epoch / args.steps_per_sample)
     burn_in = tune * args.steps_per_sample  # in steps
-    if args.output is None:
-        args.output = str(OUT / ("bnn_digits_defaults.json" if args.defaults else "bnn_digits.json"))
     settings = dict(
         step_size="auto" if args.defaults else args.step_size_theta,
         step_size_tempering="auto" if args.defaults else args.step_size_xi,
@@ -298,7 +321,7 @@ def main():
     model = bnn_model(x_tr, y_tr, args.hidden, args.batch_size, args.prior_sd)
     target = Target(model)
     t_start = time.perf_counter()
-    results = {}
+    records = []
     conditions = [
         (permuted, mode)
         for permuted in args.permuted
@@ -306,8 +329,7 @@ def main():
     ]
     for permuted, mode in conditions:
         key = f"{permuted:g}" if permuted == 0 else f"{permuted:g}/{mode}"
-        runs = {name: [] for name in [*SAMPLERS, "adam"]}
-        for seed in args.seeds:
+        for seed in seeds:
             init = initial_points(target, args.chains, args.init_sd, seed)
             n_steps = None
             for variant in SAMPLERS:
@@ -318,43 +340,38 @@ def main():
                 relabel = Relabel(model, y_tr, permuted, steps_per_epoch, mode, seed)
                 params, info = run_sampler(model, variant, draws, relabel, settings, init, seed)
                 n_steps = info["steps"] if variant == "tact" else n_steps
-                row = {**scores(params, x_te, y_te, x_tr, y_tr), **info, "seed": seed}
+                row = {**harness.empty_record(key, variant, seed), "seconds": info.pop("wall_s"),
+                       **scores(params, x_te, y_te, x_tr, y_tr), **info}
                 row["epochs"] = row["steps"] / steps_per_epoch
-                runs[variant].append(row)
+                records.append(row)
                 print(f"{key} seed={seed} {variant}: {json.dumps(row)}", flush=True)
             relabel = Relabel(model, y_tr, permuted, steps_per_epoch, mode, seed)
             params, info = run_adam(
                 model, target, n_steps, relabel, args.adam_learning_rate, init[0], seed
             )
-            row = {**scores(params, x_te, y_te, x_tr, y_tr), **info, "seed": seed}
+            row = {**harness.empty_record(key, "adam", seed), "seconds": info.pop("wall_s"),
+                   **scores(params, x_te, y_te, x_tr, y_tr), **info}
             row["epochs"] = row["steps"] / steps_per_epoch
-            runs["adam"].append(row)
+            records.append(row)
             print(f"{key} seed={seed} adam: {json.dumps(row)}", flush=True)
         pm.set_data({"y": y_tr}, model=model)
-        results[key] = {
-            name: {"mean_sd": summarise(rows), "per_seed": rows} for name, rows in runs.items()
-        }
     total = time.perf_counter() - t_start
-    out = {
-        "data": {
+    settings = {**settings, "quick": bool(args.quick), "chains": args.chains,
+                "tact_draws_per_chain": args.draws, "steps_per_epoch": steps_per_epoch,
+                "relabel": args.relabel, "init_sd": args.init_sd,
+                "adam_learning_rate": args.adam_learning_rate}
+    out = harness.results_file("bnn_digits", settings, records, total_wall_s=total, data={
             "n_train": int(y_tr.size),
             "n_test": int(y_te.size),
             "features": int(x_tr.shape[1]),
             "split_seed": 0,
             "scored_on": "validation split of the training set" if args.validate else "test set",
         },
-        "model": {"hidden": args.hidden, "activation": "tanh", "prior_sd": args.prior_sd,
-                  "parameters": target.ndim, "batch_size": args.batch_size},
-        "settings": {**settings, "chains": args.chains, "tact_draws_per_chain": args.draws,
-                     "steps_per_epoch": steps_per_epoch, "relabel": args.relabel,
-                     "init_sd": args.init_sd, "adam_learning_rate": args.adam_learning_rate},
-        "seeds": args.seeds,
-        "total_wall_s": total,
-        "results": results,
-    }
-    Path(args.output).parent.mkdir(exist_ok=True)
-    Path(args.output).write_text(json.dumps(out, indent=1))
-    print(f"wrote {args.output} ({total:.0f} s)")
+        model={"hidden": args.hidden, "activation": "tanh", "prior_sd": args.prior_sd,
+               "parameters": target.ndim, "batch_size": args.batch_size})
+    harness.write_json(args.out, out)
+    report(out)
+    print(f"wrote {args.out} ({total:.0f} s)")
 
 
 if __name__ == "__main__":
