@@ -43,8 +43,14 @@ ratios. Absolute times depend on the machine and are kept in the JSON only as co
 
 Goals (from the issue): at most 1.15x for a mean-field base and 1.3x for a full-rank base.
 
-Outputs: ``benchmarks/results/overhead.json`` and ``benchmarks/results/overhead.png`` (needs
-matplotlib; skipped with a message when it is missing).
+It is not problems x methods x seeds on ``benchmarks/harness.py``'s cases because its ratios come
+from blocks that interleave every backend and model in one process, which separate cases per
+backend would lose; it uses the harness's command line (``--methods``: the backends,
+``--first-seed``: the seed of the random bases, ``--out``, ``--figure``, ``--quick``,
+``--report``; not ``--problems``) and writes :func:`harness.results_file` (one record per
+backend, problem ``radon_centred``: its median microseconds per call and its ratios).
+
+Outputs: ``benchmarks/results/overhead.json`` and ``benchmarks/results/overhead.png``.
 
 Rerun
 -----
@@ -55,9 +61,10 @@ Rerun
                                                        # compiling: 9 functions)
     .venv/bin/python benchmarks/overhead.py --quick    # 15 blocks of 200 calls instead of
                                                        # 100 of 1000
+    .venv/bin/python benchmarks/overhead.py --report   # the table (and --figure) from --out
 
-Other options: ``--backends nutpie pymc-numba``, ``--fit-bases``, ``--blocks N``,
-``--calls N``, ``--seed N``, ``--output-dir DIR``. BLAS is limited to one thread (as one chain
+Other options: ``--methods nutpie,pymc-numba``, ``--fit-bases``, ``--blocks N``,
+``--calls N``, ``--first-seed N``. BLAS is limited to one thread (as one chain
 per core would have it) unless ``OMP_NUM_THREADS``/``OPENBLAS_NUM_THREADS``/``MKL_NUM_THREADS``
 are already set.
 """
@@ -69,10 +76,7 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-import argparse  # noqa: E402
-import datetime  # noqa: E402
 import gc  # noqa: E402
-import json  # noqa: E402
 import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -82,6 +86,8 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+import harness  # noqa: E402
+
 GOALS = {"mean-field": 1.15, "full-rank": 1.3}
 BASES = ("mean-field", "full-rank")
 BACKENDS = ("nutpie", "pymc-numba", "pymc-c")
@@ -90,7 +96,7 @@ BACKEND_LABELS = {
     "pymc-numba": "pm.sample NUTS, default mode\n(numba, called from Python)",
     "pymc-c": "pm.sample NUTS, C backend\n(mode='CVM', called from Python)",
 }
-DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results"
+PROBLEM = "radon_centred"  # radon_model()'s default form
 
 
 # --------------------------------------------------------------------------- models and points
@@ -320,6 +326,11 @@ def _versions():
     return out
 
 
+def by_backend(data: dict) -> dict:
+    """``{backend: {"median_us_per_call": ..., "ratios": ...}}`` from the records."""
+    return {r["method"]: {k: r[k] for k in ("median_us_per_call", "ratios")} for r in data["runs"]}
+
+
 def plot(results, path: Path) -> bool:
     try:
         import matplotlib
@@ -330,13 +341,14 @@ def plot(results, path: Path) -> bool:
         print("matplotlib is not installed: skipping the plot.", file=sys.stderr)
         return False
 
-    backends = list(results["results"])
+    per_backend = by_backend(results)
+    backends = list(per_backend)
     colors = {"mean-field": "tab:blue", "full-rank": "tab:orange"}
     width = 0.36
     x = np.arange(len(backends))
     fig, ax = plt.subplots(figsize=(8.5, 4.8))
     for i, base in enumerate(BASES):
-        r = [results["results"][b]["ratios"][base] for b in backends]
+        r = [per_backend[b]["ratios"][base] for b in backends]
         med = np.array([v["median"] for v in r])
         err = np.array([[v["median"] - v["q25"] for v in r], [v["q75"] - v["median"] for v in r]])
         pos = x + (i - 0.5) * width
@@ -349,7 +361,7 @@ def plot(results, path: Path) -> bool:
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(x, [BACKEND_LABELS[b] for b in backends], fontsize=8)
     ax.set_ylabel("time(extended) / time(original)\nper logp + gradient evaluation")
-    top = max(v["q75"] for b in backends for v in results["results"][b]["ratios"].values())
+    top = max(v["q75"] for b in backends for v in per_backend[b]["ratios"].values())
     ax.set_ylim(0.0, max(2.1, top * 1.15))
     m = results["model"]
     ax.set_title(
@@ -360,16 +372,17 @@ def plot(results, path: Path) -> bool:
     )
     ax.legend(fontsize=8, loc="upper right", ncols=2)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return True
 
 
 def print_table(results):
+    """The median ratio, its interquartile range and the goal, per backend and base."""
     print()
     print(f"{'backend':<12} {'base':<11} {'median':>7} {'IQR':>15} {'goal':>6}  met")
-    for backend, r in results["results"].items():
+    for backend, r in by_backend(results).items():
         for base, v in r["ratios"].items():
             print(
                 f"{backend:<12} {base:<11} {v['median']:>6.3f}x "
@@ -379,18 +392,36 @@ def print_table(results):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="15 blocks of 200 calls")
+    parser = harness.parser(__doc__.split("\n\n")[0], methods=BACKENDS,
+                            out=harness.RESULTS / "overhead.json",
+                            figure=harness.RESULTS / "overhead.png", seeds=1)
+    parser.set_defaults(first_seed=20240)
     parser.add_argument("--blocks", type=int, default=None, help="timed blocks (default 100)")
     parser.add_argument("--calls", type=int, default=None, help="calls per block (default 1000)")
-    parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
     parser.add_argument("--fit-bases", action="store_true", help="fit the bases with ADVI")
     parser.add_argument("--advi-n", type=int, default=3000, help="ADVI iterations")
-    parser.add_argument("--seed", type=int, default=20240)
-    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
-    args = parser.parse_args(argv)
+    args = harness.parse(parser, argv)
+    if args.report:
+        results = harness.load(args.out)
+    else:
+        results = measure_all(args, argv)
+        harness.write_json(args.out, results)
+    plotted = bool(args.figure) and plot(results, Path(args.figure))
+    print_table(results)
+    print(f"\n{'read' if args.report else 'wrote'} {args.out}" + (f"; wrote {args.figure}" if plotted else ""))
+    return results
+
+
+def measure_all(args, argv) -> dict:
+    """Compile and check every (backend, model) pair, time them in interleaved blocks and
+    return the results file."""
+    backends = [b for b in args.methods.split(",") if b]
+    unknown = set(backends) - set(BACKENDS)
+    if unknown:
+        raise SystemExit(f"unknown backend(s) {sorted(unknown)}; of {', '.join(BACKENDS)}")
     blocks = args.blocks or (15 if args.quick else 100)
     calls = args.calls or (200 if args.quick else 1000)
+    seed = args.first_seed
 
     warnings.filterwarnings("ignore", category=UserWarning)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -398,10 +429,10 @@ def main(argv=None):
     import pytensor
 
     t0 = time.perf_counter()
-    models, points, expected, info = build_cases(args.seed, args.fit_bases, args.advi_n)
+    models, points, expected, info = build_cases(seed, args.fit_bases, args.advi_n)
 
     runners, descriptions = {}, {}
-    for backend in args.backends:
+    for backend in backends:
         runners[backend] = {}
         for name, model in models.items():
             t = time.perf_counter()
@@ -422,47 +453,34 @@ def main(argv=None):
 
     t_measure = time.perf_counter()
     times = measure(runners, blocks, calls)
-    results = {
-        "benchmark": "overhead of the continuously tempered model per logp+gradient evaluation",
-        "metric": "time(extended model) / time(original model), per-block ratios of "
-        "interleaved timings; median and interquartile range over blocks",
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "command": " ".join(["python", "benchmarks/overhead.py", *(argv or sys.argv[1:])]),
-        "model": info,
-        "goals": GOALS,
-        "backends": descriptions,
-        "settings": {
-            "blocks": blocks,
-            "calls_per_block": calls,
-            "warmup_blocks": 3,
-            "quick": bool(args.quick),
-            "seed": args.seed,
-            "interleaving": "every block times every (backend, model) pair; the order rotates "
-            "and reverses from block to block; gc disabled while timing",
-            "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
-            "pytensor_default_linker": type(pytensor.compile.mode.get_default_mode().linker)
-            .__name__,
-            "pytensor_blas__ldflags": pytensor.config.blas__ldflags,
-        },
-        "machine": {
-            "platform": platform.platform(),
-            "processor": platform.processor() or platform.machine(),
-            "cpu_count": os.cpu_count(),
-        },
-        "versions": _versions(),
-        "results": summarize(times),
-        "timing_seconds": {
-            "compile_and_check": round(t_measure - t0, 1),
-            "measure": round(time.perf_counter() - t_measure, 1),
-        },
+    settings = {
+        "blocks": blocks,
+        "calls_per_block": calls,
+        "warmup_blocks": 3,
+        "quick": bool(args.quick),
+        "seed": seed,
+        "interleaving": "every block times every (backend, model) pair; the order rotates "
+        "and reverses from block to block; gc disabled while timing",
+        "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+        "pytensor_default_linker": type(pytensor.compile.mode.get_default_mode().linker).__name__,
+        "pytensor_blas__ldflags": pytensor.config.blas__ldflags,
     }
-    out = args.output_dir
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "overhead.json").write_text(json.dumps(results, indent=2) + "\n")
-    plotted = plot(results, out / "overhead.png")
-    print_table(results)
-    print(f"\nwrote {out / 'overhead.json'}" + (f" and {out / 'overhead.png'}" if plotted else ""))
-    return results
+    records = [{**harness.empty_record(PROBLEM, backend, seed), **summary}
+               for backend, summary in summarize(times).items()]
+    return harness.results_file(
+        "overhead", settings, records,
+        benchmark="overhead of the continuously tempered model per logp+gradient evaluation",
+        metric="time(extended model) / time(original model), per-block ratios of interleaved "
+        "timings; median and interquartile range over blocks",
+        command=" ".join(["python", "benchmarks/overhead.py", *(argv or sys.argv[1:])]),
+        model=info, goals=GOALS, backends=descriptions,
+        machine={"platform": platform.platform(),
+                 "processor": platform.processor() or platform.machine(),
+                 "cpu_count": os.cpu_count()},
+        package_versions=_versions(),
+        timing_seconds={"compile_and_check": round(t_measure - t0, 1),
+                        "measure": round(time.perf_counter() - t_measure, 1)},
+    )
 
 
 if __name__ == "__main__":
