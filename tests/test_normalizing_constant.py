@@ -42,7 +42,9 @@ def test_flat_directions_sees_a_density_that_does_not_fall(potential, expected):
     assert flat_directions(Target(flat_model(potential)), draws, np.zeros(500)) == expected
 
 
-@pytest.mark.parametrize("n_units, machine", [(8, 0), (10, 1)])
+@pytest.mark.parametrize(
+    "n_units, machine", [(8, 0), pytest.param(10, 1, marks=pytest.mark.slow)]
+)
 def test_boltzmann_relaxation_normalizing_constant_at_the_defaults(n_units, machine):
     """Section 7.2 of the continuous tempering paper, written as a PyMC user writes an
     unnormalized density: the normalizing constant within the suite's standard errors of the exact one

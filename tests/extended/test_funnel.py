@@ -141,6 +141,7 @@ def test_two_centred_groups_are_judged_and_corrected_each():
     assert abs(estimate - truth) < K * se, (estimate, truth, se)
 
 
+@pytest.mark.slow
 def test_funnel_mass_needs_its_importance_sampling_on_radon_intercepts():
     """The centred radon intercepts (89 parameters): draws of ``log sigma_alpha`` from its exact
     marginal (the other coordinates only start the optimisations). The Laplace value alone was

@@ -74,6 +74,7 @@ def test_radon_conditional_evidence_matches_the_model():
         np.testing.assert_allclose(conditional(*scales), laplace, rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_radon_log_marginal_likelihood_quadrature_converged():
     """Half the spacing, or twice the grid, moves the estimate by less than 1e-6 nats."""
     from pymc_tempering.problems.radon import radon_log_evidence_on_grid, radon_log_marginal_likelihood

@@ -333,6 +333,7 @@ def _check_kou(scenario, n_pseudo, draws, offset):
     return est, mcse
 
 
+@pytest.mark.slow
 def test_kou_mixture_scenario_a_n5():
     _check_kou("a", 5, 3000, offset=11)
 

@@ -192,6 +192,7 @@ def bimodal_model():
     return model
 
 
+@pytest.mark.slow
 def test_bimodal_weights_replica_exchange_vs_single_replica():
     """One weight at K = 4 MCSE (6e-5) after an ESS check. Every pair's swap rate above 0.2: the
     rates of this geometric ladder are about 0.5 to 0.7 (ratio 1.53 per rung), each the mean of

@@ -236,6 +236,7 @@ def test_tact_recovers_mode_weights_1d(tact_1d):
     assert abs(var - SD1**2) < 0.1 * SD1**2 + K * np.nanstd(inside) / np.sqrt(np.sum(lab == 2) / 20)
 
 
+@pytest.mark.slow
 def test_tact_thermostats_reach_theorem_1_under_noise(mixture_1d, tact_1d):
     """The noise raises ``z_theta`` by Theorem 1's ``eta sigma^2 / 2`` over the same run without
     it (the level without noise is bent below ``c`` by the fast thermostat's fluctuations, as
@@ -271,6 +272,7 @@ def test_ablation_without_tempering_gets_stuck(mixture_1d, tact_1d):
     # early): a property of the seed, where the switch rate above is the property of the method.
 
 
+@pytest.mark.slow
 def test_ablation_without_thermostats_spreads(mixture_1d):
     """Unabsorbed noise heats the draws (about (c + eta s^2 / 2) / c = 1.9 times): too much mass
     lies more than 2.5 sd from every mode."""
