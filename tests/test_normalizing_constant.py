@@ -42,6 +42,8 @@ def test_flat_directions_sees_a_density_that_does_not_fall(potential, expected):
     assert flat_directions(Target(flat_model(potential)), draws, np.zeros(500)) == expected
 
 
+# the problems the test allows (below) are warned about too
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")
 @pytest.mark.parametrize(
     "n_units, machine", [(8, 0), pytest.param(10, 1, marks=pytest.mark.slow)]
 )
@@ -77,10 +79,12 @@ def test_boltzmann_relaxation_normalizing_constant_at_the_defaults(n_units, mach
         pmt.bayes_factor(idata, idata)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_an_infinite_integral_is_unreliable():
     """A potential of one of two flat coordinates: the integral is infinite, and the run says
     so instead of returning a number as the normalizing constant."""
-    with pytest.warns(UserWarning, match="improper priors"):
+    with pytest.warns(pmt.TemperingWarning, match="improper priors"), \
+            pytest.warns(pmt.TemperingWarning, match="does not fall in .* coordinate direction"):
         idata = pmt.sample_ct(model=flat_model(lambda x: -0.5 * x[0] ** 2),
                               random_seed=seed(6), progressbar=False)
     result = pmt.log_normalizing_constant(idata)

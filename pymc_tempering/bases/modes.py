@@ -314,6 +314,13 @@ def diagonal_laplace(target: Target, x: np.ndarray, prior_sd: np.ndarray):
 def prior_draws(target: Target, n: int, random_seed) -> tuple[list[dict], np.ndarray]:
     """``n`` prior draws of the free variables: constrained (dicts) and flat unconstrained."""
     model = target.model
+    if target.improper_variables:
+        # refused before compiling: PyTensor would warn that it runs the improper prior's
+        # random variable in Numba's object mode, and then fail to draw from it
+        raise ValueError(
+            f"The prior of {target.improper_variables} is improper and cannot be drawn from, "
+            "so method='prior' is unavailable; use 'advi'."
+        )
     forward = []
     for rv in model.free_RVs:
         transform = model.rvs_to_transforms.get(rv)

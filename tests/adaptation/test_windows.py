@@ -46,6 +46,7 @@ def test_warmup_is_scale_free():
     assert out[0][2][0] == 0  # the cold pair's noise needs the exact energies (one data pass)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_dense_warmup_is_scale_free():
     """The dense preconditioner too: a correlated 2-D Gaussian (correlation 0.95, sds 1 and 3)
     with its coordinates in units ``1e-3`` and ``1e3``, then ``1e3`` and ``1e-3``; the same seed

@@ -90,6 +90,7 @@ def test_default_base_is_laplace_where_importance_sampling_confirms_it():
     assert abs(base.log_zeta) < 1e-4
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_default_base_on_a_shell_gives_the_shells_evidence():
     """A thin 3-D Gaussian shell (radius 2, width 0.1, off the centre of its box, as in the
     evidence suite). A Gaussian at a point of the shell is no description of its shape, but its

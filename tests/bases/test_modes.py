@@ -62,6 +62,7 @@ def test_the_mode_search_finds_the_spike_of_a_centred_group():
     assert below[0][1] < -10 and below[0][2] > 50  # far down, and far above the posterior
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_a_mode_search_that_keeps_finding_new_optima_makes_the_run_unreliable():
     """256 equal modes (a two-component mixture in each of 8 coordinates): 32 runs of the
     search from prior draws land on about 28 distinct optima, most reached by one run only

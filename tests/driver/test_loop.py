@@ -154,6 +154,7 @@ def test_driver_result(target):
                       sample_stats={k: v for k, v in _stats(2, 4).items() if k != "lp"})
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_driver_result_warns_from_diagnose(target):
     x = np.random.default_rng(0).normal(size=(2, 4, 2))
     stats = _stats(2, 4)

@@ -112,6 +112,7 @@ SWEEP = [(500, 1.0), (20_000, 1.0), (200_000, 1.0), (20_000, 1e-3), (20_000, 1e3
 DEFAULT_CASES = {("tact", 20_000, 1e-3)}
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.parametrize(
     "method,n,s",
     [
@@ -133,6 +134,7 @@ def test_sign_flip_at_defaults(method, n, s):
     assert scale.shape == (1,) and np.all(np.isfinite(scale) & (scale > 0))
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_chains_left_in_different_modes_warn_as_pm_sample_does():
     """Safe defaults: a run that finishes with chains that disagree warns (PyMC's
     R-hat and ESS checks). TACT-HMC at its defaults cannot cross the sign-flip barrier (1,266
@@ -177,6 +179,7 @@ def test_bad_step_size_strings_are_refused():
 CROSSING_DEFAULT_CASES = {("replica_exchange", 500, 1.0)}
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.parametrize(
     "method,n,s",
     [
@@ -207,6 +210,7 @@ def test_sign_flip_crosses_the_barrier_at_defaults(method, n, s):
     assert idata.attrs["max_temperature"] >= n
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_a_mode_no_chain_visits_is_warned_about():
     """Chains that all miss the same mode agree, so R-hat cannot see it: on a model without
     minibatches the drivers compare the draws with the optima of a mode search. Every chain

@@ -55,6 +55,7 @@ def test_result_layout(conjugate_result):
     assert resampled["posterior"]["mu"].dims == ("chain", "draw")
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_transformed_variables_and_reproducible(normal_model):
     model, _ = normal_model
     base = pmt.Base.from_moments([0.4, -0.5], [[0.3, 0.05], [0.05, 0.2]])

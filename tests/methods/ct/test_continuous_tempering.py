@@ -305,11 +305,13 @@ def _run_backend(small_base, sampler, chains=2):
     assert idata.attrs["nuts_sampler"] == sampler
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.parametrize("sampler", ["pymc", "nutpie"])
 def test_runs_under_sampler(small_base, sampler):
     _run_backend(small_base, sampler)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.parametrize("sampler", ["pymc", "nutpie"])
 def test_nuts_kwargs_survive_a_second_run_and_stay_the_callers(small_base, sampler):
     """pm.sample writes target_accept into the nuts dict it is given: the bootstrap round's
@@ -337,11 +339,13 @@ def test_nuts_kwargs_survive_a_second_run_and_stay_the_callers(small_base, sampl
         pmt.sample_ct(50, tune=50, model=model, var_names=["mu"], progressbar=False)  # no fit
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_runs_under_numpyro(small_base):
     pytest.importorskip("numpyro")
     _run_backend(small_base, "numpyro")
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_numpyro_takes_pymcs_deprecated_keyword(small_base):
     """``nuts_sampler_kwargs``, which PyMC 6.4 still accepts alone, is merged into the ``nuts``
     that the method passes (pm.sample refuses both), with PyMC's FutureWarning."""
@@ -354,7 +358,8 @@ def test_numpyro_takes_pymcs_deprecated_keyword(small_base):
             random_seed=seed(0), progressbar=False,
         )
     assert np.isfinite(pmt.log_marginal_likelihood(idata).estimate)
-    with pytest.raises(ValueError, match="both in nuts_sampler_kwargs and in nuts"):
+    with pytest.raises(ValueError, match="both in nuts_sampler_kwargs and in nuts"), \
+            pytest.warns(FutureWarning, match="nuts_sampler_kwargs` is deprecated"):
         pmt.sample_ct(model=model, nuts_sampler="numpyro", nuts_sampler_kwargs={"a": 1},
                       nuts={"a": 2}, progressbar=False)
 
@@ -395,6 +400,7 @@ def one_mode_run():
         return _one_mode_run(0, seed(83))
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_missed_mode_fires_when_the_base_sees_one_of_two_modes(one_mode_run):
     # The base N(-8, 1) puts the right mode 16 sd away, behind a valley of 32 nats: no draw at
     # any temperature reaches it.
@@ -407,6 +413,7 @@ def test_missed_mode_fires_when_the_base_sees_one_of_two_modes(one_mode_run):
     assert abs(lml.estimate + np.log(2.0)) < 4 * lml.standard_error + 0.05
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_missed_mode_quiet_when_the_base_covers_both_modes():
     model = two_modes()
     modes = find_modes(Target(model), random_seed=seed(84))
@@ -432,6 +439,7 @@ def test_run_widens_its_base_to_a_missed_mode_and_gets_the_evidence():
     assert_within_se(lml.estimate, 0.0, lml.standard_error, what="log Z after widening")
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_run_raises_target_accept_after_divergences():
     """A wall in the log density (a drop of 1e4 nats at |x| = 2) makes NUTS diverge whenever a
     trajectory at beta > 0 crosses it; the run is repeated halfway closer to an acceptance of 1,
@@ -450,6 +458,7 @@ def test_run_raises_target_accept_after_divergences():
     assert idata.attrs["target_accept"] == pytest.approx(0.95)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_run_extends_itself_while_the_standard_error_is_above_target_se():
     # a Student-t: the Laplace base is not the target, so the standard error is Monte Carlo
     # error far above the rounding floor (1e-7 here) and far above target_se
@@ -477,6 +486,7 @@ def test_run_extends_itself_while_the_standard_error_is_above_target_se():
     assert pmt.diagnose(idata).checks.loc["standard_error", "ok"]
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_max_time_stops_the_extensions_and_says_so():
     """A wall-clock budget the first final run already spends: no extension starts, the result
     says why (``stopped_by``, a warning) and is the run ``max_extensions=0`` gives, bit for bit

@@ -49,6 +49,7 @@ def test_four_mode_mixture_at_defaults():
             assert np.any((np.sign(x[:, 0]) == sx) & (np.sign(x[:, 1]) == sy))
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_bad_base_warns_naming_the_cause():
     model, _ = four_mode_mixture()
     one_mode = pmt.Base.from_moments([4.0, 4.0], [0.36, 0.36])

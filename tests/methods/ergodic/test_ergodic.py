@@ -277,6 +277,7 @@ def test_sample_gives_the_contract_stats(section_3_3):
             tuned.sample(**bad)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_chains_stuck_where_p0_started_them_are_marked_and_warned(section_3_3):
     """A draw of ``P_0`` that lands where the tuned steps reject every proposal (far in a
     funnel's tail) stays there through any number of cycles and is no draw of the posterior;

@@ -201,6 +201,7 @@ def test_result_layout(conjugate_result):
     )
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_bad_input_and_reproducible():
     model, _, _, _ = conjugate_normal(n_obs=5)
     base = pmt.Base.from_moments([0.5], [0.5])

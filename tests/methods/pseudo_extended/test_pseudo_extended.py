@@ -275,6 +275,7 @@ def test_bimodal_plain_nuts_finds_one_mode():
     assert switches < 40, switches
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_bimodal_sample_pe_finds_both_modes_with_right_weights():
     idata = pmt.sample_pe(
         3000, tune=1000, n_pseudo=2, model=bimodal_model(), random_seed=seed(2),
@@ -364,6 +365,7 @@ def test_conjugate_evidence_with_base_proposal():
     assert "inverse_temperature" not in idata["posterior"]
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_same_seed_same_result():
     model = bimodal_model()
     runs = [

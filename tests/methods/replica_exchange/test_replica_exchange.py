@@ -271,6 +271,7 @@ def test_a_label_switching_mixture_at_the_defaults():
         assert_near_laplace(ordered[..., k], mode[k], sd[k], what=f"sorted mu {k}")
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_flat_prior_and_potential_runs_with_the_potential_tempered():
     """A density written as a potential on a flat variable (the poster's ``U(theta)``): its
     prior is a constant, whose gradient PyTensor calls disconnected (the run must not raise at
@@ -291,6 +292,7 @@ def test_flat_prior_and_potential_runs_with_the_potential_tempered():
     assert (hot > 0).any() and (hot < 0).any()
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_reproducible_for_a_seed():
     model = bimodal_model()
     kwargs = dict(model=model, n_temperatures=4, tune=20, chains=2, random_seed=seed(5),
@@ -302,6 +304,7 @@ def test_reproducible_for_a_seed():
     )
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_minibatch_model_runs_with_corrected_test():
     rng = np.random.default_rng(2)
     y = rng.normal(1.0, 2.0, 1000)
@@ -322,6 +325,7 @@ def test_minibatch_model_runs_with_corrected_test():
     assert np.isfinite(res.posterior["mu"].values).all()
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_minibatch_run_reproducible_for_a_seed():
     """Both compiled minibatch functions (dynamics and exchange test) draw seeded minibatches."""
     y = np.random.default_rng(2).normal(1.0, 2.0, 1000)

@@ -47,6 +47,7 @@ def test_result_layout(conjugate_result):
     assert all(np.ndim(v) == 0 for v in idata.attrs.values())
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_bad_input_and_reproducible(normal_model):
     model, _ = normal_model
     base = pmt.Base.from_moments([0.4, -0.5], [[0.3, 0.05], [0.05, 0.2]])

@@ -225,6 +225,7 @@ def tact_1d(mixture_1d):
     return _run_1d(mixture_1d, "tact", 1500, seed(21))
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_tact_recovers_mode_weights_1d(tact_1d):
     x = tact_1d.posterior["x"].values
     lab = _labels(x, M1)
@@ -260,6 +261,7 @@ def _switch_rate(lab):
     return float(np.mean(lab[:, 1:] != lab[:, :-1]))
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_ablation_without_tempering_gets_stuck(mixture_1d, tact_1d):
     """Same steps per draw, same start: without tempering the chains (almost) never change mode."""
     idata = _run_1d(mixture_1d, "sgnht", 500, seed(22))
@@ -287,6 +289,7 @@ def test_ablation_without_thermostats_spreads(mixture_1d):
     assert est - truth > K * se, (est, truth, se)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_tact_keeps_mass_near_modes(tact_1d):
     """The same statistic under TACT-HMC matches the truth: the thermostats absorb the noise."""
     from scipy.stats import norm
