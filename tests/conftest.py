@@ -22,6 +22,7 @@ TESTS = Path(__file__).parent
 #: while the other idles. The order changes which worker runs a file, not what a test does.
 HEAVIEST_FILES = (
     "methods/ct/test_continuous_tempering.py",
+    "test_sweep.py",
     "methods/ergodic/test_ergodic.py",
     "methods/pseudo_extended/test_pseudo_extended.py",
     "test_conformance.py",
@@ -32,6 +33,7 @@ HEAVIEST_FILES = (
     "adaptation/test_blowup.py",
     "adaptation/test_windows.py",
     "extended/test_funnel.py",
+    "test_normalizing_constant.py",
     "problems/test_radon.py",
     "methods/test_thermostat_defaults.py",
     "methods/gibbs_ct/test_gibbs_ct.py",

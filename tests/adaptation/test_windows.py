@@ -73,9 +73,10 @@ def test_dense_warmup_is_scale_free():
 
 @pytest.mark.parametrize(
     "method",
-    # replica exchange passes with the diagonal preconditioner too (its sds 0.90 to 1.05 of
-    # Laplace on the benchmark): slow, to keep the default run's time
-    ["tact", pytest.param("replica_exchange", marks=pytest.mark.slow)],
+    # a statistical run of the dense warm-up (test_dense_warmup_is_scale_free checks it in the
+    # default run); replica exchange passes with the diagonal preconditioner too (its sds 0.90
+    # to 1.05 of Laplace on the benchmark)
+    [pytest.param(m, marks=pytest.mark.slow) for m in ("tact", "replica_exchange")],
 )
 def test_a_correlated_posterior_gets_its_width_from_a_dense_preconditioner(method):
     """A regression on a covariate of mean 50 and sd 10 (3,000 points, minibatches of 300,

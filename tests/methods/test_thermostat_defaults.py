@@ -235,6 +235,7 @@ def test_a_mode_no_chain_visits_is_warned_about():
         assert mass == pytest.approx(0.7, abs=0.01)
 
 
+@pytest.mark.slow
 def test_a_mode_no_chain_visits_is_warned_about_on_minibatches():
     """The same check on a ``pm.Minibatch`` model, against the optima of the exact full-data
     density (one pass over the data per evaluation): the sign-flip posterior with 2,000 data,

@@ -261,6 +261,7 @@ def _switch_rate(lab):
     return float(np.mean(lab[:, 1:] != lab[:, :-1]))
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_ablation_without_tempering_gets_stuck(mixture_1d, tact_1d):
     """Same steps per draw, same start: without tempering the chains (almost) never change mode."""
