@@ -26,7 +26,7 @@ from pymc_tempering.report import warn_weighted
 from pymc_tempering.results import INVERSE_TEMPERATURE, add_rounds
 from pymc_tempering.target import Target
 
-__all__ = ["BootstrapPolicy", "run_with_bootstrap", "NOT_REFIT"]
+__all__ = ["BootstrapPolicy", "run_with_bootstrap"]
 
 
 @dataclass(frozen=True)
