@@ -15,7 +15,6 @@ import pymc as pm
 
 from pymc_tempering.bases import Base, prepare_base
 from pymc_tempering.contract import (
-    check_extension_args,
     check_sampler_args,
     pm_sample_kwargs,
     reproducible,
@@ -153,7 +152,10 @@ def sample_gibbs_ct(
     draws, tune, chains = check_sampler_args(draws, tune, chains)
     if target_accept is None:
         target_accept = 0.9 if x_step == "nuts" else 0.65  # PyMC's HMC default
-    check_extension_args(target_accept, max_extensions, target_se, max_time)  # before the fit
+    # checked when made, before the base fit
+    policy = BootstrapPolicy(
+        bootstrap, bootstrap_draws, target_accept, max_extensions, target_se, max_time
+    )
     pm_sample_kwargs("pymc", sample_kwargs)  # refused here, if at all, not after the base fit
     target, base, log_zeta, seed = prepare_base(model, base, log_zeta, random_seed, progressbar)
     x_cls = pm.NUTS if x_step == "nuts" else pm.HamiltonianMC
@@ -175,8 +177,5 @@ def sample_gibbs_ct(
             "nuts_sampler": "pymc", "x_step": x_step, "chains": chains, **seed_attrs(random_seed)
         },
         steps=steps,
-    )
-    policy = BootstrapPolicy(
-        bootstrap, bootstrap_draws, target_accept, max_extensions, target_se, max_time
     )
     return run_with_bootstrap(sampling, target, base, log_zeta, seed, draws, tune, policy, start)
