@@ -68,6 +68,7 @@ def test_unweighted_result_refused_by_weighted_tools():
         pmt.weighted_summary(tree)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_what_is_not_a_result_is_refused_with_what_to_pass():
     """``fit_ergodic`` returns an approximation, as ``pm.fit`` does; passed to the result tools
     it met ``AttributeError: 'ErgodicApproximation' object has no attribute 'children'``."""
@@ -167,6 +168,7 @@ def test_unreliable_evidence_carries_into_bayes_factor_and_table():
     assert table.loc["bad", "problems"] == 1 and table.loc["good", "problems"] == 0
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_tiny_run_far_from_the_base_is_unreliable():
     """A base far from the target and no bootstrap: the chains never reach beta = 0 (the
     default log_zeta, an importance-sampling estimate from that base, is far below log Z), and
@@ -186,6 +188,7 @@ def test_tiny_run_far_from_the_base_is_unreliable():
     assert not lml.reliable and lml.problems
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_tiny_run_far_from_the_base_extends_itself_until_its_checks_pass():
     """The same run with the default self-extension: the failed checks make it refit the base
     to its own draws and run again, which is then right, says so, and records why."""
@@ -206,6 +209,7 @@ def test_tiny_run_far_from_the_base_extends_itself_until_its_checks_pass():
         assert_within_se(lml.estimate, log_z, lml.standard_error, what="log Z after extension")
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_improper_model_samples_but_has_no_evidence():
     """pm.Flat priors: sampling goes on (with a warning naming the variable), the evidence is
     refused with an error naming it, and so is a Bayes factor built on it; the normalizing
@@ -396,6 +400,7 @@ def test_resample_picks_one_pseudo_sample_per_draw():
     assert min(p_values) > 1e-4 / len(p_values), min(p_values)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow
 def test_tiny_radon_run_is_right_or_marked_unreliable():
     """The trustworthy-evidence issue's cases: radon_model(non_centered="alpha"), no bootstrap

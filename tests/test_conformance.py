@@ -110,6 +110,7 @@ def cheap_run(request):
 
 
 # ------------------------------------------------------------------------------- the signature
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.parametrize("name", NAMES)
 def test_signature(name):
     fn = SAMPLERS[name][0]()
@@ -199,6 +200,7 @@ def untuned_ergodic():
     return _UNTUNED["fit"]
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize(
     "bad", [dict(draws=0), dict(chains=0), dict(tune=-1), dict(draws=1.5)], ids=str

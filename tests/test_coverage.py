@@ -121,6 +121,7 @@ def test_a_mode_that_the_weights_under_represent_is_found():
     assert abs(beyond.near_optimum - truth) < K * beyond.near_optimum_se, (beyond, truth)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_sample_ct_says_a_missed_slab_makes_it_unreliable():
     """At the defaults the base is the spike's Laplace Gaussian, and a run whose chains never
     leave the spike estimates log(0.5) with a tiny standard error. Whatever the chains do, the
@@ -139,6 +140,7 @@ def test_sample_ct_says_a_missed_slab_makes_it_unreliable():
         assert not idata.attrs["posterior_reliable"]
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_the_record_is_a_group_written_and_read_back_whole(tmp_path):
     """The check's record lives in the result's ``coverage`` group: written by coverage_group,
     read by read_coverage to the same Beyond (through a zarr store too, as sample_many saves

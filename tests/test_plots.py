@@ -32,17 +32,20 @@ def close_figures():
     plt.close("all")
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_plot_inverse_temperature(ct_result):
     collection = pmt.plot_inverse_temperature(ct_result)
     assert collection is not None
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_plot_log_marginal_likelihood(ct_result):
     ax = pmt.plot_log_marginal_likelihood(ct_result, n_points=10)
     assert ax.get_ylabel() == "log marginal likelihood"
     assert ax.get_xlabel() == "draws per chain"
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_plot_joint(ct_result):
     axes = pmt.plot_joint(ct_result)
     assert len(axes) == 2 and axes[0].get_ylabel() == "inverse temperature"

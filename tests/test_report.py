@@ -29,6 +29,7 @@ def test_warn_problems_is_silent_on_a_clean_result(recwarn):
     assert not [w for w in recwarn if issubclass(w.category, UserWarning)]
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_warn_missed_modes_warns_of_the_record_it_is_given():
     """The mode search is the caller's (driver_result); the warning names the missed optima and
     the remedy for the model: sample_ct for an exact density, replica exchange for a

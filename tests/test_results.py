@@ -118,6 +118,7 @@ def test_attrs_hold_scalars_only(target):
         build_result(_sampled(), target, method="toy", attrs={"ladder": np.arange(3)})
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_seed_attrs_recorded_by_driver_result(target):
     """driver_result records an integer seed, and none for a Generator (not a scalar)."""
     from pymc_tempering.driver import driver_result
@@ -175,6 +176,7 @@ def test_flat_directions_are_stored_as_given(target):
     assert flat_direction_count(improper, draws, np.zeros((CHAINS, DRAWS, 3))) is None
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_strata_group_holds_its_problems_as_a_list(tmp_path):
     """The ``mode_probabilities`` group: the regions along ``mode_region`` and the problems
     along ``problem``, read back whole by strata_problems (also from a zarr store, as

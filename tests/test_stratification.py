@@ -2,6 +2,7 @@
 
 import numpy as np
 import pymc as pm
+import pytest
 from checks import K, seed
 from scipy import integrate, stats
 
@@ -110,6 +111,7 @@ def sign_flip_model():
     return model, pos / (pos + neg)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_sample_ct_mode_probability_at_the_defaults_matches_quadrature():
     """Short CT run on the sign-flip posterior: P(theta > 0) from the weighted draws is within
     K standard errors of quadrature (no bias from the chains' few moves between the modes),

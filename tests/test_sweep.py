@@ -132,6 +132,7 @@ def test_failing_model_is_isolated(sweep, request):
     assert "broken" not in sweep.table.index
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_no_result_gives_an_empty_table():
     sweep = pmt.sample_many({"broken": broken_model}, client=SERIAL, progressbar=False)
     assert sweep.results == {} and list(sweep.failures) == ["broken"]
@@ -146,6 +147,7 @@ def test_same_numbers_serial_and_cluster(serial, on_cluster):
         assert_same_numbers(on_cluster.results[name], serial.results[name])
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_worker_killed_mid_run(client, serial, tmp_path):
     """The worker running ``sd1`` dies; Dask runs ``sd1`` again, with the same numbers."""
     marker = tmp_path / "killed"
@@ -158,6 +160,7 @@ def test_worker_killed_mid_run(client, serial, tmp_path):
 
 
 # ------------------------------------------------------------------------------- the store
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_resume_from_store(serial, tmp_path):
     store = tmp_path / "store"
     first = quiet(models={"sd1": builders()["sd1"], "broken": broken_model}, client=SERIAL,
@@ -186,6 +189,7 @@ def test_resume_from_store(serial, tmp_path):
 
 
 # ------------------------------------------------------------------------------- the call
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_any_sampler_and_its_warnings():
     """Any function with the sampler contract; its warnings are raised again, by model."""
 
@@ -199,6 +203,7 @@ def test_any_sampler_and_its_warnings():
     assert sweep.results["a"].attrs == {"seed": model_seed(1, "a"), "n": 1}
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_store_names_and_read_store(tmp_path):
     """Any name makes a file name; read_store gives the results back by name."""
 
@@ -216,6 +221,7 @@ def test_store_names_and_read_store(tmp_path):
         read_store(tmp_path / "nothing")
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_bad_arguments():
     with pytest.raises(ValueError, match="non-empty mapping"):
         pmt.sample_many({}, client=SERIAL)
@@ -235,6 +241,7 @@ def test_bad_arguments():
     assert "returned int, not a pymc.Model" in sweep.failures["a"]
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_without_dask(monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # as if not installed
     with pytest.raises(ImportError, match=r"pymc-tempering\[distributed\]"):

@@ -53,6 +53,7 @@ def test_refuses_no_free_variables(no_free_model):
         pmt.Target(no_free_model)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_methods_that_need_the_exact_log_density_refuse_a_minibatch():
     """A ``pm.Minibatch`` makes the log density a random estimate; continuous tempering, the
     base fit, pseudo-extended MCMC and ergodic inference refuse it with a clear error (they

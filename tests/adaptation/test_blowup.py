@@ -92,6 +92,7 @@ def test_a_kick_beyond_the_bound_in_the_warm_up_halves_that_chains_preconditione
         blowup.warn_blowups("Replica exchange", recovery)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.parametrize("method", ["tact", "replica_exchange"])
 def test_blow_up_during_warm_up_is_undone_and_reported(method):
     """Safe defaults: a run that blows up during the warm-up is not an error. Started
@@ -117,6 +118,7 @@ def test_blow_up_during_warm_up_is_undone_and_reported(method):
             sampler(5, tune=5, step_size=0.01, **kwargs)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.parametrize("method", ["tact", "replica_exchange"])
 def test_non_finite_gradient_is_named_at_once(method):
     """A finite log density with a non-finite gradient is the model's arithmetic, not the step:

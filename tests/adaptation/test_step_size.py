@@ -43,6 +43,7 @@ def test_tempering_step_cap_holds_the_kicks_of_xi_to_their_budget():
     assert adaptation.tempering_step_cap(held, 89) == np.inf
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow
 def test_tact_reaches_a_posterior_far_from_its_start():
     """The warm-up's first window is a transit, capped by the curvature only. A linear regression

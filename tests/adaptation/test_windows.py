@@ -20,6 +20,7 @@ from pymc_tempering.problems.sign_flip import sign_flip
 import pymc_tempering as pmt
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_warmup_is_scale_free():
     """The warm-up depends on the parameter's units only through them: the same seed on the
     model rescaled by 1e-3 and 1e3 gives the same draws of every replica in units of ``s``, the
@@ -71,6 +72,7 @@ def test_dense_warmup_is_scale_free():
     np.testing.assert_allclose(out[0][1], out[1][1], rtol=1e-6)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.parametrize(
     "method",
     # a statistical run of the dense warm-up (test_dense_warmup_is_scale_free checks it in the

@@ -10,6 +10,7 @@ from scipy import stats
 import pymc_tempering as pmt
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.parametrize("diagonal", [True, False])
 def test_from_moments_density_and_sampler(diagonal):
     rng = np.random.default_rng(seed(0))
@@ -54,6 +55,7 @@ def test_from_moments_bad_input():
         pmt.Base.from_moments(np.array([np.nan, 0.0]), np.eye(2))
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_mixture_base_density_draws_and_moments():
     """A MixtureBase is an exact mixture: its log density is scipy's, its draws have the moments
     it reports, and its moment-matched Gaussian keeps a defensive share only with several parts."""

@@ -138,6 +138,7 @@ def test_constrained_draws_and_datatree(target):
         draws_to_datatree(target, x[0])
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_driver_result(target):
     x = np.random.default_rng(0).normal(size=(2, 4, 2))
     result = driver_result(

@@ -29,6 +29,7 @@ def _plan(chains, n_rep, exchange=None, every=1, resample=True):
     )
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_one_iteration_runs_its_steps_exchanges_and_hook_in_order():
     """``steps_per_sample`` steps per iteration, an exchange round every ``exchange_every``
     steps counted from the start, the testing hook before every step; the record holds every
@@ -53,6 +54,7 @@ def test_one_iteration_runs_its_steps_exchanges_and_hook_in_order():
     np.testing.assert_array_equal(trace.draws["step"], np.tile([3.0, 6.0, 9.0, 12.0], (2, 1)))
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_a_blow_up_with_an_explicit_step_names_the_method_step_and_remedy():
     from pymc_tempering.contract import DivergenceError
 

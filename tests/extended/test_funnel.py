@@ -173,6 +173,7 @@ def test_only_spikes_far_from_the_draws_and_above_them_are_judged(schools):
     assert len(funnel_mass(schools, x, np.zeros(len(x)), [(TAU, -19.0, 90.0)])) == 1
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_sample_ct_flags_the_neck_and_corrects_the_evidence_for_it():
     """``sample_ct`` at its defaults on the centred eight schools: the result carries the check
     and the correction. Its log marginal likelihood, with the profile's mass of the neck, is

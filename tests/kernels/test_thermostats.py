@@ -91,6 +91,7 @@ def test_thermostat_holds_the_euler_dynamics_at_theorem_1_and_the_positions_exac
     assert_within_se(z_var, eta / gamma, z_var * np.sqrt(2 / (n - 1)), what="thermostat variance")
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_kernel_step_reports_info_and_raises_on_blow_up():
     """The kernel returns an ``Info`` (no Metropolis test: acceptance 1, never diverging); a
     position or energy that becomes non-finite raises the library's ``DivergenceError``."""

@@ -10,6 +10,7 @@ import pymc_tempering as pmt
 from pymc_tempering.estimators import weighted_mean
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["gibbs_ct", "simulated_tempering", "ais"])
 def test_recovers_mode_weights(method):

@@ -160,6 +160,7 @@ def test_chains_left_in_different_modes_warn_as_pm_sample_does():
     assert not [w for w in caught if "R-hat" in str(w.message)]
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_bad_step_size_strings_are_refused():
     model, _ = sign_flip(50, 1.0)
     with pytest.raises(ValueError, match="step_size"):
@@ -235,6 +236,7 @@ def test_a_mode_no_chain_visits_is_warned_about():
         assert mass == pytest.approx(0.7, abs=0.01)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow
 def test_a_mode_no_chain_visits_is_warned_about_on_minibatches():
     """The same check on a ``pm.Minibatch`` model, against the optima of the exact full-data

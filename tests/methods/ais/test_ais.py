@@ -26,6 +26,7 @@ def conjugate_result():
     return idata, log_z, post_mean, post_sd
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_conjugate_evidence_within_standard_error(conjugate_result):
     idata, log_z, post_mean, post_sd = conjugate_result
     lml = pmt.log_marginal_likelihood(idata)
@@ -39,6 +40,7 @@ def test_conjugate_evidence_within_standard_error(conjugate_result):
     assert_within_se(m2[0], post_sd**2, se2[0], what="posterior variance")
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_result_layout(conjugate_result):
     idata = conjugate_result[0]
     assert idata["posterior"]["mu"].dims == ("chain", "draw")
@@ -87,6 +89,7 @@ def test_transformed_variables_and_reproducible(normal_model):
             pmt.sample_ais(**{**kwargs, **bad})
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow  # CT checks the same hierarchy in the default run
 def test_hierarchical_evidence_within_standard_error():
     model, log_z, post_mean = hierarchical_linear_gaussian()

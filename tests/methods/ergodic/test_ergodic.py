@@ -85,6 +85,7 @@ def section_3_3():
     return model, untuned, fixed, stein
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_section_3_3_tuned_chain_is_much_closer_than_untuned(section_3_3):
     """Margins, not standard errors: the untuned chain is about 3.6 nats and 1.2 (cov[0,1]) off,
     the tuned one a few hundredths, with MCSEs of about 0.01 and 0.03 at 10,000 draws; the
@@ -109,6 +110,7 @@ def test_section_3_3_tuned_chain_is_much_closer_than_untuned(section_3_3):
     assert abs(np.mean(curve[-20:]) - truth) < 0.05 * abs(curve[0] - truth)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_section_3_3_paper_objective_is_over_concentrated_and_the_gap_says_so(section_3_3):
     """With P_0 held at N(0, 3I), the EMLBO-tuned P_9 is too narrow, and stein_gap detects it.
 
@@ -142,6 +144,7 @@ def last_state_statistics(x):
     return log_density.mean(), np.cov(x.T), gap
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_section_3_3_tuned_chain_reaches_target_within_mcse(section_3_3):
     """Done means: after optimisation E_{p_9}[log pi*] and the covariance of the last state match
     the target within Monte Carlo error (here with P_0's scale set by the Stein identity).
@@ -186,6 +189,7 @@ def test_section_3_3_tuned_chain_reaches_target_within_mcse(section_3_3):
     assert np.all(tuned.initial_mean == 0)  # "stein" keeps P_0's mean and shape
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_section_3_3_tuned_chain_leaves_the_target_invariant(section_3_3):
     """The over-concentration of the EMLBO-tuned chain is the objective's, not a wrong kernel.
 
@@ -204,6 +208,7 @@ def test_section_3_3_tuned_chain_leaves_the_target_invariant(section_3_3):
         tuned.run_chain(3, x0=start[:2])
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_section_3_3_untuned_chain_does_not(section_3_3):
     """The untuned chain is 3.6 nats (about 60 standard errors) off and its cov[0,1] 0.32 against
     1.5 (about 40 standard errors): the K-standard-error separations hold for any draw seed."""
@@ -219,6 +224,7 @@ def test_section_3_3_untuned_chain_does_not(section_3_3):
     assert np.all(untuned.momentum_variance == 1.0)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_sample_returns_library_layout(section_3_3):
     model, _, _, tuned = section_3_3
     idata = tuned.sample(500, chains=2, random_seed=1)
@@ -238,6 +244,7 @@ def test_sample_returns_library_layout(section_3_3):
     np.testing.assert_allclose(lp, [model.compile_logp()({"x": v}) for v in flat])
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_sample_gives_the_contract_stats(section_3_3):
     """``sample(draws=1000, chains=4, random_seed=None)``: log_weight zeros, diverging,
     acceptance_rate (the last transition's M-H probability), lp; seed, settings and the cycles
@@ -311,6 +318,7 @@ def transformed_model():
     return model
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow  # compiles a 4-observation model's chain twice
 def test_fit_is_reproducible_and_handles_transforms(transformed_model):
     before = model_fingerprint(transformed_model)
@@ -337,6 +345,7 @@ def test_fit_is_reproducible_and_handles_transforms(transformed_model):
     assert np.all(np.isfinite(a.initial_entropy)) and np.all(a.initial_entropy >= a.entropy_lower_bound)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_entropy_constraint_violation_is_an_error():
     model = gaussian_target()
     narrow = pmt.Base.from_moments(np.zeros(2), 0.5 * np.eye(2))  # H < H(pi)
@@ -348,6 +357,7 @@ def test_entropy_constraint_violation_is_an_error():
         )
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_nan_objective_names_the_iteration(nan_model):
     with pytest.raises(DivergenceError, match="objective.*at iteration 0"):
         fit_ergodic(
@@ -363,6 +373,7 @@ def test_nan_objective_names_the_iteration(nan_model):
         fit_ergodic(model=nowhere_finite, n_iterations=3, progressbar=False, random_seed=seed(0))
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_non_finite_parameters_raise_divergence_error():
     """A learning rate of 1e3 moves every log parameter by about 1e3 in one Adam step: exp
     overflows, and the fit stops at once, naming what blew up, instead of returning NaNs.
@@ -376,16 +387,19 @@ def test_non_finite_parameters_raise_divergence_error():
         )
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_fit_ergodic_takes_keywords_only():
     with pytest.raises(TypeError):
         fit_ergodic(gaussian_target())  # model is a keyword, as in pm.fit
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_discrete_model_is_refused(discrete_model):
     with pytest.raises(ValueError, match="discrete"):
         fit_ergodic(model=discrete_model, n_iterations=1, progressbar=False)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_unknown_tune_initial_is_an_error():
     with pytest.raises(ValueError, match="tune_initial"):
         fit_ergodic(model=gaussian_target(), initial=P0, tune_initial="ksd", n_iterations=1,
@@ -396,6 +410,7 @@ def test_unknown_tune_initial_is_an_error():
 
 
 # ---------------------------------------------------------------------------------- defaults
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_defaults_are_the_stein_calibrated_fit_from_a_laplace_p0():
     """The default is the setting the tests below check (P_0 from the model, its
     scale set by the Stein identity, leapfrog in P_0's units), not the paper's P_0 tuning."""
@@ -425,6 +440,7 @@ def _draws(approx, n, random_seed):
     return x, idata["sample_stats"]["lp"].values.ravel(), idata
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow  # compiling the chain's gradient, at three scales
 @pytest.mark.parametrize("scale", [1e-2, 1.0, 1e2])
 def test_defaults_recover_correlated_gaussians_at_every_scale(scale):
@@ -467,6 +483,7 @@ def _two_parameter_model_and_truth():
     return model, mean, var
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow  # two fits
 def test_defaults_on_an_ordinary_two_parameter_model():
     """A normal mean and a half-normal scale on 20 data points: with ``n_iterations=100`` and
@@ -493,6 +510,7 @@ def test_defaults_on_an_ordinary_two_parameter_model():
 
 
 # ------------------------------------------------------------------ Table 2 targets, defaults
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow  # 1000 Adam iterations, T = 10, on each target
 @pytest.mark.parametrize("name", ["ring", "mog"])
 def test_defaults_on_table_2_targets(name):
@@ -521,6 +539,7 @@ def test_defaults_on_table_2_targets(name):
     assert_within_se(cov, cov_true, cov_mcse, what="covariance")
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow  # the ADVI fits and the chain's gradient
 def test_defaults_on_the_centred_eight_schools_fall_back_to_advi():
     """The centred eight schools have no maximum (the density is unbounded at the funnel's
@@ -542,6 +561,7 @@ def test_defaults_on_the_centred_eight_schools_fall_back_to_advi():
     assert_within_mcse(mu, eight_schools_posterior_means()["mu"], what="E[mu]", min_ess=1000)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow  # the mode search, ADVI, the fit
 def test_defaults_on_the_non_centred_eight_schools_start_from_advi():
     """The non-centred eight schools have a joint mode at ``tau`` about 29, far from the

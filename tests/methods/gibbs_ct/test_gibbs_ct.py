@@ -140,6 +140,7 @@ def joint_reference():
     }
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_gibbs_leaves_the_joint_invariant(gaussian_gibbs):
     model, base, _ = gaussian_gibbs
     before = model_fingerprint(model)
@@ -174,6 +175,7 @@ def conjugate_result():
     return idata, log_z, post_mean
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_conjugate_weighted_posterior(conjugate_result):
     """(The evidence of the conjugate model, for every method, is in test_conformance.py.)"""
     idata, log_z, post_mean = conjugate_result
@@ -181,6 +183,7 @@ def test_conjugate_weighted_posterior(conjugate_result):
     assert_within_se(row["mean"], post_mean, row["mcse_mean"], what="weighted mean of mu")
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_result_layout(conjugate_result):
     idata = conjugate_result[0]
     post = idata["posterior"]
@@ -224,6 +227,7 @@ def test_bad_input_and_reproducible():
     assert not np.array_equal(a["posterior"]["mu"].values, c["posterior"]["mu"].values)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow  # 33 s; CT checks the same hierarchy in the default run
 def test_hierarchical_evidence_within_standard_error():
     model, log_z, post_mean = hierarchical_linear_gaussian()

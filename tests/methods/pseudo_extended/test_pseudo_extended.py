@@ -135,6 +135,7 @@ def test_n2_tempered_logp_matches_eq8(normal_model, tempering):
                - logp_fn(_point(pe_model, xs, us))) > 0.1
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_auto_tempering_falls_back_to_the_whole_density_without_a_proper_likelihood(normal_model):
     """A pm.Flat with a potential (the paper's targets) or a prior-only model: the whole
     density is tempered, as in the paper; asking for the likelihood there is refused."""
@@ -196,6 +197,7 @@ def test_deterministics_per_pseudo_sample(normal_model):
     np.testing.assert_allclose(beta, BETA_MIN + (1 - BETA_MIN) / (1 + np.exp(-np.array(us))))
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_bad_input(normal_model, discrete_model, no_free_model):
     model, _ = normal_model
     with pytest.raises(ValueError, match="discrete"):
@@ -334,11 +336,13 @@ def _check_kou(scenario, n_pseudo, draws, offset):
     return est, mcse
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow
 def test_kou_mixture_scenario_a_n5():
     _check_kou("a", 5, 3000, offset=11)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["a", "b"])
 @pytest.mark.parametrize("n_pseudo", [2, 5, 10])
@@ -348,6 +352,7 @@ def test_kou_mixture_moments(scenario, n_pseudo):
     _check_kou(scenario, n_pseudo, draws, offset=100 + n_pseudo)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_conjugate_evidence_with_base_proposal():
     """A narrow proposal (the conformance suite checks a wide one)."""
     model, log_z, post_mean, post_sd = conjugate_normal()
@@ -378,6 +383,7 @@ def test_same_seed_same_result():
     )
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_transformed_variable_layout(normal_model):
     model, _ = normal_model
     idata = pmt.sample_pe(
@@ -396,6 +402,7 @@ def test_transformed_variable_layout(normal_model):
     assert "observed_data" in idata.children
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow
 def test_mixture_base_proposal_gives_the_evidence_of_four_modes():
     """A MixtureBase of the fits' modes as the proposal of eq. (4): log Z of the normalised
@@ -411,6 +418,7 @@ def test_mixture_base_proposal_gives_the_evidence_of_four_modes():
     assert_within_se(lml.estimate, 0.0, lml.standard_error, what="log Z")
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_non_centred_eight_schools_at_the_defaults():
     """The default tempers the likelihood (the model has data and proper priors): the diffuse
     pseudo-samples stay within the prior, at most 1% of the transitions diverge (0 of 4000 at

@@ -31,6 +31,7 @@ from pymc_tempering.target import Target, full_data_energies
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_ladder_and_settings_are_validated():
     np.testing.assert_allclose(temperature_ladder(3, 9.0), [1, 3, 9])
     np.testing.assert_allclose(temperature_ladder([1, 2, 5]), [1, 2, 5])
@@ -150,6 +151,7 @@ def test_full_data_energies_need_one_minibatch_call():
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow  # kernels/test_exchange.py checks the tempering of the likelihood alone
 def test_hot_replicas_of_a_regression_stay_proper_at_the_defaults():
     """At the default hottest temperature (the number of data), tempering the whole posterior
@@ -192,6 +194,7 @@ def bimodal_model():
     return model
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow
 def test_bimodal_weights_replica_exchange_vs_single_replica():
     """One weight at K = 4 MCSE (6e-5) after an ESS check. Every pair's swap rate above 0.2: the
@@ -236,6 +239,7 @@ def label_switching_mixture(minibatch: bool = True) -> pm.Model:
     return model
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow
 def test_a_label_switching_mixture_at_the_defaults():
     """Replica exchange at its defaults on :func:`label_switching_mixture`: no divergent draw

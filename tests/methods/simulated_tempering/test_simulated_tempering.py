@@ -21,6 +21,7 @@ def conjugate_result():
     return idata, log_z, post_mean
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_conjugate_evidence_within_standard_error(conjugate_result):
     idata, log_z, post_mean = conjugate_result
     lml = pmt.log_marginal_likelihood(idata)
@@ -30,6 +31,7 @@ def test_conjugate_evidence_within_standard_error(conjugate_result):
     assert_within_se(row["mean"], post_mean, row["mcse_mean"], what="posterior mean")
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_result_layout(conjugate_result):
     idata = conjugate_result[0]
     post = idata["posterior"]
@@ -70,6 +72,7 @@ def test_bad_input_and_reproducible(normal_model):
             pmt.sample_simulated_tempering(**{**kwargs, **bad})
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow  # CT checks the same hierarchy in the default run
 def test_hierarchical_evidence_within_standard_error():
     model, log_z, post_mean = hierarchical_linear_gaussian()

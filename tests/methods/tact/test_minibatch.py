@@ -54,6 +54,7 @@ def test_minibatch_energy_and_force_are_unbiased_for_every_chain(seed):
         assert_within_se(est.mean(0), truth, sd / np.sqrt(len(calls)), what="minibatch mean")
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_callback_runs_before_every_step_and_its_data_is_used():
     with pm.Model() as model:
         y = pm.Data("y", np.zeros(1))
@@ -99,6 +100,7 @@ def test_minibatches_follow_data_resized_with_set_data():
     np.testing.assert_allclose(values, exact, rtol=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_one_thermostat_per_coordinate_absorbs_uneven_gradient_noise(seed):
     """A scalar thermostat holds only the mean kinetic temperature at one. Here ``a`` is prior
     only (no gradient noise) and ``b`` sits on 5,000 data in minibatches of 50 (heavy noise):
@@ -130,6 +132,7 @@ def test_one_thermostat_per_coordinate_absorbs_uneven_gradient_noise(seed):
         assert abs(ratio - 1) < 0.1 + K * se, f"{name}: sd {ratio:.3f} x the truth (se {se:.3f})"
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow  # its mechanism is tested in tests/adaptation/test_noise.py
 def test_noise_shared_between_coordinates_is_absorbed_in_its_own_direction(seed):
     """``y_i ~ N(t_1 + t_2, 1)`` on 10,000 data in minibatches of 100, ``t ~ N(0, I)``: both

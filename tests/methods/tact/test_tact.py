@@ -55,16 +55,19 @@ def assert_within_mcse_up_to(values, truth, slack, min_ess, what):
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_discrete_model_refused(discrete_model):
     with pytest.raises(ValueError, match="discrete"):
         sample_tact(10, model=discrete_model, progressbar=False)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_unknown_variant_refused(normal_model):
     with pytest.raises(ValueError, match="variant"):
         sample_tact(10, model=normal_model[0], variant="nuts", progressbar=False)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_tempering_settings_are_checked_and_recorded(normal_model):
     """The expert options travel in one frozen record: bad values are refused naming the
     field, and the values used are the result's attrs."""
@@ -110,6 +113,7 @@ def gaussian_model():
     return model
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_sgnht_keeps_gaussian_and_thermostat_reaches_theorem_1(gaussian_model):
     """No tempering, without and with gradient noise (sd 2): the draws keep N(MU, COV), and the
     noise raises z_theta's mean by Theorem 1's ``eta sigma^2 / 2``. The mean itself and the
@@ -146,6 +150,7 @@ def test_sgnht_keeps_gaussian_and_thermostat_reaches_theorem_1(gaussian_model):
     assert_within_se(z2 - z0, 0.01 * 2.0**2 / 2, np.hypot(se0, se2), what="the noise's rise of z")
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_constant_friction_without_noise_keeps_gaussian(gaussian_model):
     """SGHMC without gradient noise is exact (up to discretisation) too; its friction is fixed."""
     idata = sample_tact(
@@ -158,6 +163,7 @@ def test_constant_friction_without_noise_keeps_gaussian(gaussian_model):
     assert np.all(idata.sample_stats["thermostat_theta"].values == 0.05)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_sghmc_with_unknown_noise_overheats(gaussian_model):
     """The baseline's failure: constant friction does not absorb unknown gradient noise.
 
@@ -237,6 +243,7 @@ def test_tact_recovers_mode_weights_1d(tact_1d):
     assert abs(var - SD1**2) < 0.1 * SD1**2 + K * np.nanstd(inside) / np.sqrt(np.sum(lab == 2) / 20)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow
 def test_tact_thermostats_reach_theorem_1_under_noise(mixture_1d, tact_1d):
     """The noise raises ``z_theta`` by Theorem 1's ``eta sigma^2 / 2`` over the same run without
@@ -275,6 +282,7 @@ def test_ablation_without_tempering_gets_stuck(mixture_1d, tact_1d):
     # early): a property of the seed, where the switch rate above is the property of the method.
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow
 def test_ablation_without_thermostats_spreads(mixture_1d):
     """Unabsorbed noise heats the draws (about (c + eta s^2 / 2) / c = 1.9 times): too much mass
@@ -326,6 +334,7 @@ def mixture_2d_model(name):
     return model
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["four_corners", "ring_of_five"])
 def test_tact_recovers_mode_weights_2d(name):
@@ -362,6 +371,7 @@ def minibatch_model():
     return model, post_var * y.sum(), np.sqrt(post_var)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_minibatch_model_without_gradient_code(minibatch_model):
     from conftest import model_fingerprint
 
@@ -398,6 +408,7 @@ def test_minibatch_changes_every_call(minibatch_model):
     assert [-float(other(theta)[0][0]) for _ in range(5)] != energies
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_minibatch_run_reproducible(minibatch_model):
     kwargs = dict(model=minibatch_model[0], tune=20, chains=1, steps_per_sample=5,
                   random_seed=seed(7),
@@ -407,6 +418,7 @@ def test_minibatch_run_reproducible(minibatch_model):
     np.testing.assert_array_equal(a.posterior["mu"].values, b.posterior["mu"].values)
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_reproducible_and_public(normal_model):
     model = normal_model[0]
     kwargs = dict(model=model, tune=20, chains=2, steps_per_sample=5, random_seed=seed(7),
@@ -420,6 +432,7 @@ def test_reproducible_and_public(normal_model):
     assert "y" in a["observed_data"]
 
 
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 @pytest.mark.slow
 def test_tempering_keeps_the_scale_of_a_hierarchical_posterior():
     """The non-centred radon intercepts (89 parameters, full batch): the sd of ``sigma_alpha``
