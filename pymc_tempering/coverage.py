@@ -216,7 +216,7 @@ def _missed_near_optima(modes, x, w, draws, log_r, log_z) -> tuple[float, float]
             continue
         log_z_near, relative_se = log_mean_exp(np.where(near, log_r, -np.inf))
         mass = float(np.exp(log_z_near - log_z))  # in units of the run's Z
-        run = float(w @ (_squared_distance(x, modes.points[i], chol) <= radius))
+        run = float(np.clip(w @ (_squared_distance(x, modes.points[i], chol) <= radius), 0, 1))
         total = 1.0 + max(mass - run, 0.0)  # the run's Z and what it lacks there
         missed = (mass - run) / total
         se = float(np.hypot(mass * relative_se, np.sqrt(run * (1 - run) / kish))) / total
