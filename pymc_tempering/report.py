@@ -21,6 +21,7 @@ from xarray import DataTree
 from pymc_tempering.analysis import posterior_check
 from pymc_tempering.contract import warn
 from pymc_tempering.diagnostics import MISSED_MASS_LIMIT, diagnose
+from pymc_tempering.timing import phase
 
 __all__ = [
     "warn_problems",
@@ -52,6 +53,7 @@ def judge_posterior(result, method: str) -> None:
         warn(f"{method}: {problem}.")
 
 
+@phase("checks")
 def warn_weighted(result) -> DataTree:
     """The verdicts of a run with weighted draws, given once: a warning per problem
     :func:`~pymc_tempering.diagnose` finds, and the posterior's verdict

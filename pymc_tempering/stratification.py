@@ -46,7 +46,7 @@ from collections import Counter
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats
+from scipy import linalg, stats
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.special import logsumexp
@@ -62,7 +62,6 @@ N_PROPOSAL = 2000  # proposal draws per region
 RETRY_GROWTH = 4  # proposal draws of a region's second try, in units of N_PROPOSAL
 N_KERNELS = 1000  # kernels of the proposal's kernel part (fewer where the region has fewer draws)
 T_SHARE = 0.2  # weight of the proposal's t part
-CHUNK = 4_000_000  # numbers held at once when the kernels are evaluated (32 MB)
 T_DOF = 5
 
 
@@ -173,12 +172,12 @@ class _Proposal:
         if self.t_share == 1.0:
             return log_t
         log_det = np.sum(np.log(np.diag(self.chol))) + 0.5 * self.ndim * np.log(2 * np.pi)
-        log_k = np.empty((len(z), len(self.centres)))
-        rows = max(1, CHUNK // (len(self.centres) * self.ndim))  # bounded memory
-        for start in range(0, len(z), rows):
-            diff = z[start : start + rows, None, :] - self.centres[None]
-            sol = np.linalg.solve(self.chol, diff.reshape(-1, self.ndim).T).T
-            log_k[start : start + rows] = -0.5 * np.sum(sol.reshape(diff.shape) ** 2, -1) - log_det
+        # whitened by the kernels' common Cholesky factor, the squared distances are
+        # |z|^2 + |c|^2 - 2 z.c: one matrix product for all pairs
+        whiten = linalg.solve_triangular(self.chol, np.eye(self.ndim), lower=True).T
+        zw, cw = np.asarray(z, dtype=float) @ whiten, self.centres @ whiten
+        squared = np.sum(zw**2, axis=1)[:, None] + np.sum(cw**2, axis=1)[None, :] - 2 * zw @ cw.T
+        log_k = -0.5 * np.maximum(squared, 0.0) - log_det
         log_kernels = logsumexp(log_k, axis=1) - np.log(len(self.centres))
         return np.logaddexp(log_t + np.log(self.t_share), log_kernels + np.log1p(-self.t_share))
 

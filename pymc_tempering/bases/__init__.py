@@ -20,6 +20,7 @@ from pymc_tempering.bases.densities import (
     MixtureBase,
     PriorDensity,
     check_base,
+    gaussian_logp_graph,
 )
 from pymc_tempering.bases.fit import (
     base_from_result,
@@ -52,6 +53,7 @@ __all__ = [
     "find_modes",
     "fit_base",
     "fit_base_to_target",
+    "gaussian_logp_graph",
     "hessian",
     "laplace_cov",
     "prepare_base",

@@ -28,6 +28,7 @@ __all__ = [
     "MixtureBase",
     "PriorDensity",
     "check_base",
+    "gaussian_logp_graph",
 ]
 
 # Up to this dimension a full-rank base's quadratic form is written elementwise in the tempered
@@ -175,38 +176,28 @@ class Base:
             piece by piece, without concatenating them (which would cost a copy in the log
             density and a split in its gradient).
         """
-        if isinstance(x, pt.TensorVariable):  # the flat vector itself
-            pieces, shapes, sizes = [x], [(self.ndim,)], [self.ndim]
+        dense = not self.diagonal
+        return gaussian_logp_graph(
+            x, *(pt.constant(v) for v in self.parameters(dense).values()), dense=dense
+        )
+
+    def parameters(self, dense: bool) -> dict[str, np.ndarray]:
+        """The values :func:`gaussian_logp_graph` takes for this base, by its argument names.
+
+        Parameters
+        ----------
+        dense : bool
+            ``True``: the lower-triangular precision factor ``P = L^-1`` as ``scale`` (any base);
+            ``False``: the inverse standard deviations (a diagonal base only).
+        """
+        if dense:
+            scale = np.array(self._precision_tril)
+        elif self.diagonal:
+            scale = 1.0 / self.std
         else:
-            pieces = [pt.as_tensor(p) for p in x]
-            shapes = [tuple(p.type.shape) for p in pieces]
-            if any(d is None for shape in shapes for d in shape):
-                raise ValueError("The pieces of the flat vector need static shapes.")
-            sizes = [int(np.prod(shape)) for shape in shapes]
-            if sum(sizes) != self.ndim:
-                raise ValueError(
-                    f"The pieces have {sum(sizes)} elements; the base has {self.ndim}."
-                )
-        const = -np.sum(np.log(np.diag(self.scale_tril))) - 0.5 * self.ndim * LOG_2PI
-        if not self.diagonal:
-            # z = P (x - mean), piece by piece: column block k of P times piece k.
-            z, start = 0.0, 0
-            for piece, size in zip(pieces, sizes, strict=True):
-                block = self._precision_tril[:, start : start + size]
-                centred = piece.ravel() - self.mean[start : start + size]
-                if self.ndim <= ELEMENTWISE_MAX_DIM:
-                    z = z + pt.sum(pt.constant(block) * centred[None, :], axis=1)
-                else:
-                    z = z + pt.dot(pt.constant(block), centred)
-                start += size
-            return -0.5 * pt.sum(z**2) + const
-        quad, start, std = 0.0, 0, self.std
-        for piece, shape, size in zip(pieces, shapes, sizes, strict=True):
-            mean = self.mean[start : start + size].reshape(shape)
-            sd = std[start : start + size].reshape(shape)
-            quad = quad + pt.sum(((piece - mean) / sd) ** 2)
-            start += size
-        return -0.5 * quad + const
+            raise ValueError("Only a diagonal base has a diagonal parametrisation.")
+        log_norm = -np.sum(np.log(np.diag(self.scale_tril))) - 0.5 * self.ndim * LOG_2PI
+        return {"mean": np.array(self.mean), "scale": scale, "log_norm": np.array(log_norm)}
 
     def unwhiten(self, z) -> np.ndarray:
         """Map whitened coordinates ``z`` (``..., ndim``) to the flat space: ``mean + L z``."""
@@ -217,6 +208,55 @@ class Base:
         rng = np.random.default_rng(random_seed)
         return self.unwhiten(rng.standard_normal((int(n), self.ndim)))
 
+
+
+def gaussian_logp_graph(x, mean, scale, log_norm, *, dense: bool) -> pt.TensorVariable:
+    """The log density of a Gaussian on the flat space in a PyTensor graph, its parameters
+    symbolic (constants of one base, or shared variables that a compiled function swaps).
+
+    Parameters
+    ----------
+    x : TensorVariable or sequence of TensorVariable
+        The flat vector, or its pieces in flat order, each with a static shape.
+    mean : TensorVariable, shape (ndim,)
+    scale : TensorVariable
+        ``dense``: the lower-triangular precision factor ``P`` (``ndim, ndim``), ``z = P (x -
+        mean)``; else the inverse standard deviations (``ndim``), ``z = (x - mean) scale``.
+    log_norm : TensorVariable, scalar
+        The normalising term, ``-log det L - ndim log(2 pi) / 2``.
+    dense : bool
+    """
+    if isinstance(x, pt.TensorVariable):  # the flat vector itself, of the mean's length
+        pieces = [x]
+        shapes = [tuple(mean.type.shape)]
+    else:
+        pieces = [pt.as_tensor(p) for p in x]
+        shapes = [tuple(p.type.shape) for p in pieces]
+    if any(d is None for shape in shapes for d in shape):
+        raise ValueError("The pieces of the flat vector need static shapes.")
+    sizes = [int(np.prod(shape)) for shape in shapes]
+    ndim = sum(sizes)
+    if tuple(mean.type.shape) != (ndim,):
+        raise ValueError(f"The pieces have {ndim} elements; the base has {mean.type.shape[0]}.")
+    quad, start = 0.0, 0
+    if dense:
+        # z = P (x - mean), piece by piece: column block k of P times piece k.
+        z = 0.0
+        for piece, size in zip(pieces, sizes, strict=True):
+            block = scale[:, start : start + size]
+            centred = piece.ravel() - mean[start : start + size]
+            if ndim <= ELEMENTWISE_MAX_DIM:
+                z = z + pt.sum(block * centred[None, :], axis=1)
+            else:
+                z = z + pt.dot(block, centred)
+            start += size
+        quad = pt.sum(z**2)
+    else:
+        for piece, shape, size in zip(pieces, shapes, sizes, strict=True):
+            centred = piece - mean[start : start + size].reshape(shape)
+            quad = quad + pt.sum((centred * scale[start : start + size].reshape(shape)) ** 2)
+            start += size
+    return -0.5 * quad + log_norm
 
 
 class PriorDensity:

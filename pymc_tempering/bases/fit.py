@@ -37,7 +37,8 @@ from pymc_tempering.bases.modes import (
 )
 from pymc_tempering.contract import reproducible, split_seed, warn
 from pymc_tempering.diagnostics import UNSEEN_OPTIMA_LIMIT
-from pymc_tempering.target import Target
+from pymc_tempering.target import Target, target_of
+from pymc_tempering.timing import phase
 
 __all__ = [
     "N_FITS",
@@ -152,7 +153,7 @@ def fit_base(
         For a model :class:`~pymc_tempering.Target` refuses, an unknown method, or a fit that
         diverged to NaN.
     """
-    target = Target(modelcontext(model))
+    target = target_of(model)
     target.require_exact("fit_base")
     return fit_base_to_target(
         target, method, n, random_seed, progressbar, n_fits, prior_weight, **fit_kwargs
@@ -462,7 +463,7 @@ def base_from_result(idata, model: pm.Model | None = None, previous: Base | None
     previous : Base, optional
         The base the result was sampled with.
     """
-    target = Target(modelcontext(model))
+    target = target_of(model)
     if "log_marginal_likelihood" not in idata.attrs or "log_weight" not in idata["sample_stats"]:
         raise ValueError("The result carries no log weights or no log marginal likelihood.")
     posterior = idata["posterior"].to_dataset()
@@ -556,6 +557,7 @@ def estimate_log_zeta(target: Target, base: Base, n: int = 1000, random_seed=Non
     return float(logsumexp(log_ratio) - np.log(n))
 
 
+@phase("base_fit")
 def prepare_base(model, base, log_zeta, random_seed, progressbar):
     """The set-up shared by every method that bridges to a base (CT, Gibbs CT, AIS, ST).
 
@@ -574,7 +576,7 @@ def prepare_base(model, base, log_zeta, random_seed, progressbar):
         The seed left for the sampler.
     """
     model = modelcontext(model)
-    target = Target(model)
+    target = target_of(model)
     target.require_exact("Tempering from a base (continuous tempering, AIS, simulated tempering)")
     fit_seed, zeta_seed, sample_seed = split_seed(random_seed, 3)
     given = base is not None

@@ -21,6 +21,7 @@ from scipy.special import logsumexp
 from pymc_tempering.contract import reproducible
 from pymc_tempering.estimators import unseen_share
 from pymc_tempering.target import Target, negative_log_density
+from pymc_tempering.timing import phase
 
 __all__ = [
     "LOG_2PI",
@@ -129,6 +130,7 @@ def find_modes(
     return search_modes(target, n_starts, random_seed, starts)[0]
 
 
+@phase("mode_search")
 def search_modes(target: Target, n_starts: int, random_seed, starts=None):
     """:func:`find_modes`, the end points of the runs that did not converge (by decreasing
     log density; ``None`` when the prior cannot be drawn from) with the prior's standard

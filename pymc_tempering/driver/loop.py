@@ -39,6 +39,7 @@ from pymc_tempering.report import (
 )
 from pymc_tempering.results import build_result, draws_to_datatree, flat_direction_count
 from pymc_tempering.target import Target, full_data_energies
+from pymc_tempering.timing import phase
 
 __all__ = [
     "Trace",
@@ -85,6 +86,7 @@ def _record_kept(out, record, keep, n_kept, draws):
     return n_kept + keep
 
 
+@phase("sampling")
 def run_kernel(
     step: Callable,
     state,

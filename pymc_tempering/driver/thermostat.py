@@ -39,6 +39,7 @@ from pymc_tempering.driver.loop import Trace, run_kernel
 from pymc_tempering.kernels import thermostats
 from pymc_tempering.kernels.thermostats import StepParams, ThermostatParams, TACTState
 from pymc_tempering.target import Target
+from pymc_tempering.timing import phase
 
 __all__ = [
     "ThermostatLoop",
@@ -312,6 +313,7 @@ def _record(plan: Replicas, extra: Callable | None):
     return record
 
 
+@phase("sampling")
 def run_thermostats(
     plan: Replicas,
     settings: ThermostatParams,

@@ -25,6 +25,7 @@ from pymc_tempering.extended.tempered import Tempering
 from pymc_tempering.report import warn_weighted
 from pymc_tempering.results import INVERSE_TEMPERATURE, add_rounds
 from pymc_tempering.target import Target
+from pymc_tempering.timing import phase
 
 __all__ = ["BootstrapPolicy", "run_with_bootstrap"]
 
@@ -130,6 +131,7 @@ class _Extension(NamedTuple):
     refit: bool
 
 
+@phase("checks")
 def _extension(target, result, base, log_zeta, draws, target_accept, target_se, zeta_seed):
     """The next run that the problems :func:`diagnose` finds in ``result`` ask for, or None."""
     checks = diagnose(result).checks

@@ -6,10 +6,13 @@ PyMC runs (its own, nutpie, NumPyro) runs them unchanged. What they share is wri
 
 - :func:`run_extended`: one run. The method's ``build(state)`` gives the extended model (the
   state is what a run of the method is built from: a base and ``log zeta`` for continuous
-  tempering, nothing for pseudo-extended MCMC); :func:`pymc.sample` samples it, storing the
-  free variables only (:func:`stored_variables`), with the keywords every method passes
-  (:func:`~pymc_tempering.contract.pm_sample_kwargs`); the method's ``weigh`` turns the draws
-  into the library's result (weights, log Z, the method's groups).
+  tempering, nothing for pseudo-extended MCMC), kept for later runs under the method's
+  ``key(state)`` with the parts that change from run to run as shared variables, which
+  ``data(state)`` sets (:mod:`pymc_tempering.extended.compiled`: one compilation for all the
+  runs); NUTS samples it, storing the free variables only
+  (:func:`~pymc_tempering.extended.compiled.stored_variables`), with the keywords every method
+  passes (:func:`~pymc_tempering.contract.pm_sample_kwargs`); the method's ``weigh`` turns the
+  draws into the library's result (weights, log Z, the method's groups).
 - :func:`~pymc_tempering.report.warn_weighted`: the verdicts, once, after the method's last
   run (continuous tempering runs bootstrap rounds and extensions before it,
   :mod:`pymc_tempering.extended.rounds`).
@@ -19,7 +22,7 @@ The method supplies what differs in an :class:`ExtendedSampling`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +30,10 @@ import pymc as pm
 from xarray import DataTree
 
 from pymc_tempering.contract import pm_sample_kwargs
+from pymc_tempering.extended.compiled import extended_model, sample_extended
+from pymc_tempering.timing import phase
 
-__all__ = ["ExtendedSampling", "run_extended", "stored_variables"]
+__all__ = ["ExtendedSampling", "run_extended"]
 
 
 @dataclass(frozen=True)
@@ -44,8 +49,8 @@ class ExtendedSampling:
     weigh : callable
         ``weigh(sampled, state, attrs, seed) -> DataTree``: the result of one run, from what
         :func:`pymc.sample` returned (its posterior holds the free variables of the extended
-        model only: :func:`stored_variables`), with ``attrs`` for its root and the run's seed
-        (for any randomness of its own).
+        model only: :func:`~pymc_tempering.extended.compiled.stored_variables`), with ``attrs``
+        for its root and the run's seed (for any randomness of its own).
     chains : int
     nuts_sampler : str or None
         Passed to :func:`pymc.sample`.
@@ -59,6 +64,16 @@ class ExtendedSampling:
         returns the step methods for :func:`pymc.sample` (PyMC's own sampler). ``None``
         (default): PyMC's NUTS, or the external one ``nuts_sampler`` names, with
         ``target_accept`` among the :func:`pymc.sample` keywords.
+    model : pymc.Model, optional
+        The user's model, which the extended models are kept for.
+    key : callable, optional
+        ``key(state) -> hashable or None``: what fixes the extended model's graph for the
+        state; runs with the same key (on the same ``model``) share one model and compilation,
+        ``build`` being called for the first only. ``None`` (default, or returned): built for
+        each run.
+    data : callable, optional
+        ``data(state) -> dict``: the values of the extended model's run-data variables
+        (:func:`~pymc_tempering.extended.compiled.run_data`) for the state.
     """
 
     method: str
@@ -70,17 +85,9 @@ class ExtendedSampling:
     sample_kwargs: dict = field(default_factory=dict)
     attrs: dict = field(default_factory=dict)
     steps: Callable | None = None
-
-
-def stored_variables(model: pm.Model) -> list[str]:
-    """The ``var_names`` of ``pm.sample`` for an extended model: its free variables (the user's
-    value variables and the method's temperature variables) only. The method's ``weigh``
-    computes the user's constrained variables and deterministics from them, once per draw, with
-    the function the :class:`~pymc_tempering.Target` compiled already; the samplers would
-    compile them again (nutpie compiles them into a second function, which costs more than the
-    calls on a large model).
-    """
-    return [rv.name for rv in model.free_RVs]
+    model: pm.Model | None = None
+    key: Callable[[Any], Hashable | None] = lambda state: None
+    data: Callable[[Any], dict] = lambda state: {}
 
 
 def run_extended(
@@ -108,25 +115,23 @@ def run_extended(
         ``tune``. No warning is given here: :func:`~pymc_tempering.report.warn_weighted` gives
         them once, for the method's last run.
     """
-    extended = sampling.build(state)
+    key = sampling.key(state) if sampling.model is not None else None
+    extended = extended_model(sampling.model, key, lambda: sampling.build(state))
     kwargs = dict(sampling.sample_kwargs)
-    step = None
-    if sampling.steps is not None:
-        with extended:
-            step = sampling.steps(extended, target_accept)
-    elif target_accept is not None:
+    if sampling.steps is None and target_accept is not None:
         kwargs["target_accept"] = target_accept
-    sampled = pm.sample(
-        draws,
-        tune=tune,
-        chains=sampling.chains,
-        step=step,
-        nuts_sampler=sampling.nuts_sampler,
-        random_seed=seed,
-        progressbar=sampling.progressbar,
-        model=extended,
-        var_names=stored_variables(extended),
-        **pm_sample_kwargs(sampling.nuts_sampler, kwargs),
-    )
+    kwargs = pm_sample_kwargs(sampling.nuts_sampler, kwargs)
+    with extended.lock:
+        extended.set(sampling.data(state))
+        step = None
+        if sampling.steps is not None:
+            with extended.model, phase("compile"):
+                step = sampling.steps(extended.model, target_accept)
+        sampled = sample_extended(
+            extended, draws=draws, tune=tune, chains=sampling.chains, seed=seed,
+            nuts_sampler=sampling.nuts_sampler, progressbar=sampling.progressbar, step=step,
+            kwargs=kwargs,
+        )
     attrs = {**sampling.attrs, "draws": int(draws), "tune": int(tune)}
-    return sampling.weigh(sampled, state, attrs, seed)
+    with phase("weights"):
+        return sampling.weigh(sampled, state, attrs, seed)

@@ -16,13 +16,14 @@ from typing import NamedTuple
 
 import numpy as np
 import pymc as pm
-from pymc.model import modelcontext
 from scipy.special import expit, logsumexp
 
-from pymc_tempering.bases import Base, check_base
+from pymc_tempering.bases import Base, check_base, gaussian_logp_graph
+from pymc_tempering.bases.densities import ELEMENTWISE_MAX_DIM
 from pymc_tempering.contract import split_seed
 from pymc_tempering.coverage import COVERAGE, coverage_group, mass_beyond_draws
 from pymc_tempering.estimators import ct_log_weights, log_marginal_likelihood_ct
+from pymc_tempering.extended.compiled import run_data
 from pymc_tempering.extended.funnel import funnel_correction, funnel_mass
 from pymc_tempering.extended.runner import ExtendedSampling
 from pymc_tempering.results import (
@@ -35,9 +36,9 @@ from pymc_tempering.results import (
     strata_group,
 )
 from pymc_tempering.stratification import HOT, stratify_by_modes
-from pymc_tempering.target import Target
+from pymc_tempering.target import Target, target_of
 
-__all__ = ["Tempering", "ct_result", "tempered_model", "tempering_sampling"]
+__all__ = ["Tempering", "ct_result", "tempered_model", "tempering_data", "tempering_sampling"]
 
 _POTENTIAL = "tempered_log_density"
 
@@ -50,6 +51,29 @@ class Tempering(NamedTuple):
     log_zeta: float
 
 
+def _dense(base) -> bool:
+    """Whether the tempered graph holds the base as a full precision factor: always, but for a
+    diagonal base in more than ``ELEMENTWISE_MAX_DIM`` dimensions (whose d x d factor would
+    cost more than its own O(d) form). A full factor takes any later base (a bootstrap refit
+    is full-covariance) into the same graph."""
+    return not (base.diagonal and base.ndim > ELEMENTWISE_MAX_DIM)
+
+
+def tempering_data(state: Tempering) -> dict[str, np.ndarray]:
+    """The values of the tempered model's run data (:func:`tempered_model`) for a state
+    (none for a :class:`~pymc_tempering.MixtureBase`, held as constants)."""
+    base, log_zeta = state
+    if not isinstance(base, Base):
+        return {}
+    return {**base.parameters(_dense(base)), "log_zeta": np.array(float(log_zeta))}
+
+
+def tempering_key(method: str, state: Tempering):
+    """What fixes the tempered graph of a state: the method and how the base is held (a
+    :class:`~pymc_tempering.MixtureBase` is held as constants: no key)."""
+    return (method, _dense(state.base)) if isinstance(state.base, Base) else None
+
+
 def tempered_model(model, base: Base, log_zeta: float | None, inverse_temperature) -> pm.Model:
     """A new model with the density ``beta [log p(x) - log zeta] + (1 - beta) log q(x)``.
 
@@ -59,8 +83,12 @@ def tempered_model(model, base: Base, log_zeta: float | None, inverse_temperatur
     (constrained) and deterministics as deterministics. ``inverse_temperature()`` is called
     inside the new model's context; it adds the temperature variables and returns ``beta`` and
     a log-density term of its own (the Jacobian of ``u -> beta`` for the joint method).
+
+    A Gaussian base and ``log zeta`` are shared data of the graph
+    (:func:`~pymc_tempering.extended.compiled.run_data`; their values :func:`tempering_data`),
+    so that one compilation serves every base and ``log zeta`` of the model.
     """
-    target = Target(modelcontext(model))
+    target = target_of(model)
     target.require_exact("Continuous tempering")
     if base is None:
         raise ValueError("A base is required; fit one with pmt.fit_base().")
@@ -80,18 +108,31 @@ def tempered_model(model, base: Base, log_zeta: float | None, inverse_temperatur
             f"The model already has variables named {sorted(clash)}, which continuous "
             "tempering adds; rename them."
         )
-    mean = target.unravel(base.mean)
+    if isinstance(base, Base):
+        dense = _dense(base)
+        data = run_data(tempering_data(Tempering(base, log_zeta)))
+        mean, zeta = data["mean"], data["log_zeta"]
+    else:  # a mixture, as constants
+        mean, zeta = base.mean, log_zeta
     new_model = pm.Model(coords=dict(original.coords), model=None)
     with new_model:
-        values = {}
-        for name, shape in zip(target.names, target.shapes, strict=True):
+        values, start = {}, 0
+        for name, shape, size in zip(target.names, target.shapes, target.sizes, strict=True):
             dims = None if name in target.transformed_names else target.dims(name)
             # A static shape beside the dims spares the compiled graph its shape checks.
-            values[name] = pm.Flat(name, shape=shape, dims=dims, initval=mean[name])
+            initval = mean[start : start + size].reshape(shape)
+            values[name] = pm.Flat(name, shape=shape, dims=dims, initval=initval)
+            start += size
         beta, log_jacobian = inverse_temperature()
         logp = target.logp_graph(values)
-        logq = base.logp_graph([values[name] for name in target.names])
-        pm.Potential(_POTENTIAL, beta * (logp - log_zeta) + (1 - beta) * logq + log_jacobian)
+        pieces = [values[name] for name in target.names]
+        if isinstance(base, Base):
+            logq = gaussian_logp_graph(
+                pieces, data["mean"], data["scale"], data["log_norm"], dense=dense
+            )
+        else:
+            logq = base.logp_graph(pieces)
+        pm.Potential(_POTENTIAL, beta * (logp - zeta) + (1 - beta) * logq + log_jacobian)
         for name, expr in target.constrained_graph(values).items():
             if name not in values:
                 pm.Deterministic(name, expr, dims=target.dims(name))
@@ -114,7 +155,7 @@ def ct_result(
 
     ``sampled`` is what ``pm.sample`` returned for an extended model whose posterior holds the
     user's value variables under their value names and the temperature variable
-    (:func:`stored_variables`). Its posterior is rebuilt from them
+    (:func:`~pymc_tempering.extended.compiled.stored_variables`). Its posterior is rebuilt from them
     (:func:`~pymc_tempering.results.rebuild_posterior`): the user's variables (constrained, with
     their dims), the transformed value variables under their value names,
     ``inverse_temperature`` and, for joint tempering, ``temperature_control``.
@@ -173,5 +214,11 @@ def tempering_sampling(target, build, *, method: str, **options) -> ExtendedSamp
         )
 
     return ExtendedSampling(
-        method=method, build=lambda state: build(target.model, *state), weigh=weigh, **options
+        method=method,
+        build=lambda state: build(target.model, *state),
+        weigh=weigh,
+        model=target.model,
+        key=lambda state: tempering_key(method, state),
+        data=tempering_data,
+        **options,
     )

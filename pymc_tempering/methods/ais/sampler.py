@@ -36,6 +36,7 @@ from pymc_tempering.kernels.ladder import (
     temperature_schedule,
 )
 from pymc_tempering.contract import check_sampler_args, reproducible, split_seed
+from pymc_tempering.timing import timed
 
 __all__ = ["sample_ais"]
 
@@ -104,6 +105,7 @@ def _anneal(target, base, betas, n_leapfrog, step_size, target_accept, n_pilot, 
 
 
 @reproducible
+@timed
 def sample_ais(
     draws: int = 1000,
     tune: int = 1000,

@@ -29,6 +29,7 @@ from pymc_tempering.contract import (
 from pymc_tempering.extended.rounds import BootstrapPolicy, run_with_bootstrap
 from pymc_tempering.extended.tempered import tempered_model, tempering_sampling
 from pymc_tempering.results import INVERSE_TEMPERATURE, TEMPERATURE_CONTROL
+from pymc_tempering.timing import timed
 
 __all__ = ["continuously_tempered_model", "sample_ct"]
 
@@ -72,6 +73,7 @@ def _sigmoid_inverse_temperature():
 
 
 @reproducible
+@timed
 def sample_ct(
     draws: int = 1000,
     tune: int = 1000,

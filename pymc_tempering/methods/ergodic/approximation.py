@@ -44,7 +44,7 @@ from pymc_tempering.contract import (
     split_seed,
     warn,
 )
-from pymc_tempering.target import Target
+from pymc_tempering.target import Target, target_of
 
 __all__ = ["ErgodicApproximation", "fit_ergodic", "gaussian_entropy"]
 
@@ -600,7 +600,7 @@ def fit_ergodic(
         ``settings["skipped_iterations"]``, with a warning when more than 10% were.
     """
     model = modelcontext(model)
-    target = Target(model)
+    target = target_of(model)
     target.require_exact("Ergodic inference")
     n_steps, n_leapfrog = int(n_steps), int(n_leapfrog)
     n_particles, n_iterations = int(n_particles), int(n_iterations)

@@ -24,6 +24,7 @@ from pymc_tempering.extended.rounds import BootstrapPolicy, run_with_bootstrap
 from pymc_tempering.extended.tempered import tempered_model, tempering_sampling
 from pymc_tempering.methods.gibbs_ct.step import GibbsInverseTemperature
 from pymc_tempering.results import INVERSE_TEMPERATURE
+from pymc_tempering.timing import timed
 
 __all__ = ["gibbs_tempered_model", "sample_gibbs_ct"]
 
@@ -67,6 +68,7 @@ def _uniform_inverse_temperature():
 
 
 @reproducible
+@timed
 def sample_gibbs_ct(
     draws: int = 1000,
     tune: int = 1000,

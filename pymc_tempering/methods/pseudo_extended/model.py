@@ -34,12 +34,11 @@ from typing import NamedTuple
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
-from pymc.model import modelcontext
 from pytensor.graph.replace import vectorize_graph
 
 from pymc_tempering.bases import Base, MixtureBase, check_base
 from pymc_tempering.results import INVERSE_TEMPERATURE, PSEUDO_SAMPLE, TEMPERATURE_CONTROL
-from pymc_tempering.target import Target
+from pymc_tempering.target import Target, target_of
 
 __all__ = ["DEFAULT_BETA_MIN", "PESettings", "build_pe_model", "pe_settings", "pseudo_extended_model"]
 
@@ -233,7 +232,7 @@ def pseudo_extended_model(
         no likelihood or an improper prior, or variable names that clash with those the
         method adds.
     """
-    target = Target(modelcontext(model))
+    target = target_of(model)
     return build_pe_model(target, pe_settings(target, n_pseudo, proposal, beta_min, tempering))
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 import pymc as pm
 import xarray as xr
-from pymc.model import modelcontext
 from scipy.special import expit, logsumexp
 from xarray import DataTree
 
@@ -33,7 +32,8 @@ from pymc_tempering.results import (
     build_result,
     constrained_draws,
 )
-from pymc_tempering.target import Target
+from pymc_tempering.target import Target, target_of
+from pymc_tempering.timing import timed
 
 __all__ = ["pe_log_weights", "pe_result", "sample_pe"]
 
@@ -61,6 +61,7 @@ def pe_log_weights(log_gamma, log_q) -> np.ndarray:
 
 
 @reproducible
+@timed
 def sample_pe(
     draws: int = 1000,
     tune: int = 1000,
@@ -134,7 +135,7 @@ def sample_pe(
     and pseudo-samples.
     """
     draws, tune, chains = check_sampler_args(draws, tune, chains)
-    target = Target(modelcontext(model))
+    target = target_of(model)
     settings = pe_settings(target, n_pseudo, proposal, beta_min, tempering)
     target_accept = None  # given in nuts={...}, where pm.sample takes it from
     if "target_accept" not in (sample_kwargs.get("nuts") or {}):

@@ -48,6 +48,7 @@ from pymc_tempering.kernels.exchange import (
 from pymc_tempering.kernels.thermostats import ThermostatParams
 from pymc_tempering.results import constrained_draws
 from pymc_tempering.target import Target, full_data_energies, per_datum_terms
+from pymc_tempering.timing import timed
 
 __all__ = ["minibatch_exchange_energies", "sample_replica_exchange"]
 
@@ -392,6 +393,7 @@ def _result(target, trace, ladder, attrs, random_seed):
 
 
 @reproducible
+@timed
 def sample_replica_exchange(
     draws: int = 1000,
     tune: int = 1000,

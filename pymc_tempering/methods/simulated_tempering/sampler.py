@@ -39,6 +39,7 @@ from pymc_tempering.kernels.ladder import (
 )
 from pymc_tempering.results import INVERSE_TEMPERATURE
 from pymc_tempering.contract import check_sampler_args, reproducible, split_seed
+from pymc_tempering.timing import timed
 
 __all__ = ["sample_simulated_tempering"]
 
@@ -103,6 +104,7 @@ def _initial(evaluate, ladder: LadderParams, chains, ndim, rng) -> LadderState:
 
 
 @reproducible
+@timed
 def sample_simulated_tempering(
     draws: int = 1000,
     tune: int = 1000,

@@ -28,6 +28,7 @@ from pymc_tempering.kernels.thermostats import TemperingParams, ThermostatParams
 from pymc_tempering.methods.tact import testing
 from pymc_tempering.methods.tact.settings import TemperingSettings
 from pymc_tempering.target import Target
+from pymc_tempering.timing import timed
 
 __all__ = ["VARIANTS", "sample_tact"]
 
@@ -228,6 +229,7 @@ def _result(target, trace, attrs, random_seed):
 
 
 @reproducible
+@timed
 def sample_tact(
     draws: int = 1000,
     tune: int = 1000,
