@@ -213,6 +213,8 @@ def report(data, figure: Path | None):
               f"| {_fmt(r['median_seconds'], '.1f')} |")
     print("\nPer problem (the page's table):\n")
     print(compact_table(rows, data["truths"]))
+    print("\nWall time against SMC (the ratio of median seconds; phases of ct's later calls):\n")
+    print(harness.cost_table(data))
     failures = [r for r in data["runs"] if r.get("error_message")]
     if failures:
         print("\nMessages (first of each problem/method):")
@@ -334,7 +336,8 @@ def main(argv=None):
         data = json.loads(args.out.read_text())
     else:
         data = harness.run_suite("evidence_suite", problems, methods, seeds, args.out,
-                                 settings(args), resume=args.resume, timeout=args.timeout)
+                                 settings(args), resume=args.resume, timeout=args.timeout,
+                                     in_process=args.in_process)
     report(data, figure)
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -359,10 +360,39 @@ def quiet_loggers() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+#: With ``--in-process``: each problem's model, built once (:func:`keep_models`).
+KEPT_MODELS: dict | None = None
+#: With ``--in-process``: how many times each (problem, method) ran in this process.
+CALLS: dict = {}
+
+
+def keep_models() -> None:
+    """From now on, build each problem's model once in this process and keep it, as a user's
+    session would: a method's later calls on it find what its first call compiled."""
+    global KEPT_MODELS
+    KEPT_MODELS = {} if KEPT_MODELS is None else KEPT_MODELS
+
+
+def _kept(problem):
+    if KEPT_MODELS is None:
+        return problem
+    def build():
+        if problem.name not in KEPT_MODELS:
+            KEPT_MODELS[problem.name] = problem.build()
+        return KEPT_MODELS[problem.name]
+    return dataclasses.replace(problem, build=build)
+
+
 def run_case(problem_name: str, method_name: str, seed: int, settings: dict) -> dict:
-    """Run one case in this process and return its record (a failure is recorded, not raised)."""
+    """Run one case in this process and return its record (a failure is recorded, not raised).
+
+    The record's ``call`` counts the runs of the method on the problem in this process (1: the
+    first), and ``phases`` holds the result's phase report (its ``timing`` group), if any."""
     quiet_loggers()
-    problem, record = get_problem(problem_name), empty_record(problem_name, method_name, seed)
+    problem = _kept(get_problem(problem_name))
+    record = empty_record(problem_name, method_name, seed)
+    CALLS[problem_name, method_name] = CALLS.get((problem_name, method_name), 0) + 1
+    record["call"] = CALLS[problem_name, method_name]
     import nutpie
 
     start = time.perf_counter()
@@ -378,6 +408,8 @@ def run_case(problem_name: str, method_name: str, seed: int, settings: dict) -> 
             if not issubclass(w.category, DeprecationWarning | FutureWarning)))
         record["warnings"] = seen[:8]
         record.update(fields)
+        if idata is not None and "timing" in getattr(idata, "children", {}):
+            record["phases"] = {k: float(v) for k, v in idata["timing"].to_dataset().items()}
         if idata is not None:
             record.update(read_evidence(idata, method_name))
             if problem.label is not None:
@@ -569,6 +601,8 @@ def run_suite(suite: str, problems, methods, seeds, out: Path, settings: dict, *
     done = {(r["problem"], r["method"], r["seed"]) for r in data["runs"]}
     cases = [(p, m, s) for s in seeds for p in problems for m in methods if (p, m, s) not in done]
     print(f"{len(cases)} cases to run ({len(done)} already in {out})", flush=True)
+    if in_process:
+        keep_models()
     if in_process and warm_up is not None and cases:
         quiet_loggers()
         warm_up(settings)
@@ -661,6 +695,42 @@ def _modes_summary(runs) -> dict:
     }
 
 
+def cost_table(data: dict, method: str = "ct", against: str = "smc") -> str:
+    """Wall time of ``method`` against ``against`` per problem: the ratio of their median
+    seconds, over the first calls in the process and over the later ones (runs made with
+    ``--in-process``; others count as first calls), with the phases of ``method``'s later
+    calls (median seconds, from its ``timing`` group)."""
+    from pymc_tempering.timing import PHASES
+
+    def median(problem, name, later):
+        values = [r["seconds"] for r in data["runs"]
+                  if r["problem"] == problem and r["method"] == name and r.get("seconds")
+                  and (r.get("call", 1) > 1) == later]
+        return (float(np.median(values)), len(values)) if values else (None, 0)
+
+    lines = [f"| problem | {method} / {against}, first call | later calls (runs) | "
+             + " | ".join(PHASES) + " |", "|" + "---|" * (3 + len(PHASES))]
+    ratios = []
+    for problem in dict.fromkeys(r["problem"] for r in data["runs"]):
+        cells = []
+        for later in (False, True):
+            (a, n), (b, _) = median(problem, method, later), median(problem, against, later)
+            ratio = a / b if a is not None and b else None
+            cells.append(f"{_fmt(ratio, '.2f')}" + (f" ({n})" if later else ""))
+            if later and ratio is not None:
+                ratios.append(ratio)
+        phases = [r["phases"] for r in data["runs"] if r["problem"] == problem
+                  and r["method"] == method and r.get("call", 1) > 1 and r.get("phases")]
+        cells += [_fmt(float(np.median([p[k] for p in phases])), ".2f") if phases else "-"
+                  for k in PHASES]
+        lines.append(f"| {problem} | " + " | ".join(cells) + " |")
+    if ratios:
+        lines.append(f"\nLater calls: median ratio {np.median(ratios):.2f}, "
+                     f"{sum(r <= 1.0 for r in ratios)} of {len(ratios)} problems at most 1.0x, "
+                     f"largest {max(ratios):.2f}.")
+    return "\n".join(lines)
+
+
 def table(data: dict) -> str:
     """The generic Markdown table: one row per problem and method."""
     lines = ["| problem | method | runs | failed | med abs err | RMSE | med se | sd z | max abs z "
@@ -732,6 +802,10 @@ def parser(description: str, *, problems=(), methods=(), out: Path | None = None
     p.add_argument("--report", action="store_true", help="print the tables from --out and stop")
     p.add_argument("--resume", action="store_true", help="skip the cases --out holds")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per case")
+    p.add_argument("--in-process", action="store_true",
+                   help="run every case in this process, each problem's model built once and "
+                        "kept across seeds and methods (a session's calls: the first compiles, "
+                        "later ones find the compilation); records say which call they were")
     p.add_argument("--draws", type=int, default=None, help="draws per chain (default: each method's)")
     p.add_argument("--case", nargs=3, metavar=("PROBLEM", "METHOD", "SEED"), help=argparse.SUPPRESS)
     p.add_argument("--settings", default="{}", help=argparse.SUPPRESS)

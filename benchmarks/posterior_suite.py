@@ -186,6 +186,7 @@ def report(data) -> None:
     """Print the page's table, the harness's table, the bias tables and the truths."""
     print(page_table(data), "\n")
     print(harness.table(data), "\n")
+    print(harness.cost_table(data), "\n")
     print(bias_table(data["truths"], data["runs"], data["settings"].get("draws")))
     for long in data.get("long_runs", []):  # suites with more draws, merged in (--merge)
         print()
@@ -270,7 +271,8 @@ def main(argv=None):
         else:
             settings = harness.settings_from(args) if args.quick or args.draws else SETTINGS
             data = harness.run_suite("posterior_suite", problems, methods, seeds, args.out,
-                                     settings, resume=args.resume, timeout=args.timeout)
+                                     settings, resume=args.resume, timeout=args.timeout,
+                                     in_process=args.in_process)
         report(data)
         if args.figure:
             plot(data, args.figure)
