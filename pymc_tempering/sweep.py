@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 import time
 import traceback
 import uuid
@@ -143,6 +144,23 @@ def _check_models(models) -> dict:
     return dict(models)
 
 
+def _data_sets(model, data) -> dict:
+    """The tasks of a sweep over data sets, by data set name."""
+    if not (isinstance(model, pm.Model) or callable(model)) or isinstance(model, Mapping):
+        raise TypeError("With data=, give one pymc.Model or a function that builds it.")
+    if not isinstance(data, Mapping) or not data:
+        raise ValueError("data must be a non-empty mapping of names to data sets.")
+    token = uuid.uuid4().hex
+    tasks = {}
+    for name, values in data.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"Data set names must be non-empty strings, got {name!r}.")
+        if not isinstance(values, Mapping) or not values:
+            raise ValueError(f"Data set {name!r} must be a mapping of pm.Data names to values.")
+        tasks[name] = _DataSet(token, model, dict(values))
+    return tasks
+
+
 @dataclass
 class _Outcome:
     name: str
@@ -158,6 +176,40 @@ def _failure(name: str, exc: BaseException) -> _Outcome:
     return _Outcome(name, message=message, traceback="".join(traceback.format_exception(exc)))
 
 
+@dataclass(frozen=True)
+class _DataSet:
+    """A task of a sweep over data sets: the sweep's one model (or its builder), the sweep's
+    token, and the values ``pm.set_data`` gives the model for this task."""
+
+    token: str
+    model: object
+    values: dict
+
+
+#: The model of the sweep over data sets running in this process (a worker, or the caller for a
+#: serial sweep), by the sweep's token, with a lock: built once, so that the sampler's
+#: compilation (kept per model) serves every data set the process runs.
+_SWEEP_MODELS: dict = {}
+_SWEEP_LOCK = threading.Lock()
+
+
+def _sweep_model(task: _DataSet):
+    import cloudpickle
+
+    with _SWEEP_LOCK:
+        if task.token not in _SWEEP_MODELS:
+            spec = task.model
+            # a copy of a model (the caller's own in a serial sweep is not to be changed)
+            built = (cloudpickle.loads(cloudpickle.dumps(spec)) if isinstance(spec, pm.Model)
+                     else spec())
+            if not isinstance(built, pm.Model):
+                raise TypeError(f"The model's builder returned {type(built).__name__}, not a "
+                                "pymc.Model.")
+            _SWEEP_MODELS.clear()  # one sweep's model per process
+            _SWEEP_MODELS[task.token] = (built, threading.Lock())
+        return _SWEEP_MODELS[task.token]
+
+
 def run_model(name: str, model, sampler: Callable, random_seed: int, sampler_kwargs: dict):
     """Build model ``name`` (when given a builder) and run ``sampler`` on it: one sweep task.
 
@@ -170,6 +222,15 @@ def run_model(name: str, model, sampler: Callable, random_seed: int, sampler_kwa
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:  # under the filters in force
         try:
+            if isinstance(model, _DataSet):
+                built, lock = _sweep_model(model)
+                with lock, built:
+                    pm.set_data(model.values)
+                    result = sampler(model=built, random_seed=random_seed, progressbar=False,
+                                     **sampler_kwargs)
+                kept = list(dict.fromkeys((str(w.message), w.category) for w in caught))
+                return _Outcome(name, result=result, warnings=kept,
+                                seconds=time.perf_counter() - start)
             built = model if isinstance(model, pm.Model) else model()
             if not isinstance(built, pm.Model):
                 raise TypeError(
@@ -273,7 +334,7 @@ def _submit(client, tasks, sampler, kwargs):
 
     futures, unsent = {}, []
     for name, model, seed in tasks:
-        if isinstance(model, pm.Model):
+        if isinstance(model, pm.Model | _DataSet):
             try:
                 cloudpickle.dumps(model)
             except Exception as exc:  # noqa: BLE001
@@ -323,9 +384,10 @@ def _run(client, n_workers, tasks, sampler, kwargs, record):
 
 
 def sample_many(
-    models: Mapping[str, pm.Model | Callable[[], pm.Model]],
+    models: Mapping[str, pm.Model | Callable[[], pm.Model]] | pm.Model | Callable[[], pm.Model],
     sampler: Callable = sample_ct,
     *,
+    data: Mapping[str, Mapping] | None = None,
     client=None,
     n_workers: int | None = None,
     random_seed=None,
@@ -354,12 +416,19 @@ def sample_many(
         pickled (an open file, a compiled function of a C library) fails to travel, and is
         reported as that model's failure, naming this remedy. Serially, both are used as they
         are, and the models are not modified. Names are strings; they name the results, the
-        rows of the table and the store's files.
+        rows of the table and the store's files. With ``data``: one model (or its builder).
     sampler : callable, default :func:`~pymc_tempering.sample_ct`
         Any function with the sampler contract (``model=``, ``random_seed=``,
         ``progressbar=`` keywords, a DataTree back), e.g. ``pmt.sample_ais``; it must be
         importable on the workers (a function of an installed package, or one cloudpickle
         can send by value).
+    data : mapping of str to mapping, optional
+        A sweep over data sets of one model (a simulation study, or calibrating a Bayes factor
+        by simulation): each entry is a data set, named by its key, that ``pm.set_data`` gives
+        the model (``{"y": y_1}``: values of the model's ``pm.Data``). The model is built (or,
+        given as a model, copied) once per process, so that the sampler's compilation, which
+        ``sample_ct`` keeps per model, serves every data set the process runs; the model you
+        pass is not modified.
     client : dask.distributed.Client, None or "serial"
         Where the models run. ``None`` (default): a ``LocalCluster`` started for this sweep
         and closed after it, with ``n_workers`` processes of one thread each; a script that
@@ -408,7 +477,7 @@ def sample_many(
     >>> sweep = pmt.sample_many(models, random_seed=1, store="radon_sweep")  # doctest: +SKIP
     >>> sweep.table  # doctest: +SKIP
     """
-    models = _check_models(models)
+    models = _check_models(models) if data is None else _data_sets(models, data)
     reserved = {"model", "random_seed", "progressbar"} & set(sampler_kwargs)
     if reserved:
         raise ValueError(

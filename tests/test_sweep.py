@@ -19,6 +19,7 @@ import pytest
 import xarray as xr
 
 import pymc_tempering as pmt
+from checks import assert_within_se
 from pymc_tempering.sweep import SERIAL, Sweep, model_seed, read_store
 
 Y = np.array([0.3, -0.2, 1.1, 0.5, 0.9, 0.4, 1.3, -0.1])
@@ -246,3 +247,61 @@ def test_without_dask(monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # as if not installed
     with pytest.raises(ImportError, match=r"pymc-tempering\[distributed\]"):
         pmt.sample_many({"a": broken_model}, progressbar=False)
+
+
+# --------------------------------------------------------------------------- many data sets
+def data_model() -> pm.Model:
+    """``normal_model(1.0)`` with its data in ``pm.Data``, for a sweep over data sets."""
+    with pm.Model() as model:
+        y = pm.Data("y", Y)
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("obs", mu, 1.0, observed=y, shape=y.shape)
+    return model
+
+
+DATA_SETS = {f"set{k}": {"y": Y + k} for k in range(3)}
+
+
+@pytest.fixture(scope="module")
+def over_data_sets():
+    return quiet(models=data_model(), data=DATA_SETS, client=SERIAL)
+
+
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
+def test_data_sets_compile_once_and_match_their_own_models(monkeypatch):
+    import nutpie
+
+    calls = []
+    inner = nutpie.compile_pymc_model
+    monkeypatch.setattr(nutpie, "compile_pymc_model",
+                        lambda *a, **k: calls.append(1) or inner(*a, **k))
+    model = data_model()
+    sweep = quiet(models=model, data=DATA_SETS, client=SERIAL)
+    assert len(calls) == 1  # one compilation for the three data sets
+    np.testing.assert_array_equal(model["y"].get_value(), Y)  # the model given is not changed
+    for name, values in DATA_SETS.items():
+        with pm.Model() as own:
+            mu = pm.Normal("mu", 0.0, 1.0)
+            pm.Normal("obs", mu, 1.0, observed=values["y"])
+        alone = pmt.sample_ct(model=own, random_seed=sweep.seeds[name], progressbar=False,
+                              **SETTINGS)
+        assert_within_se(sweep.results[name].attrs["log_marginal_likelihood"],
+                         alone.attrs["log_marginal_likelihood"],
+                         np.hypot(sweep.results[name].attrs["log_marginal_likelihood_se"],
+                                  alone.attrs["log_marginal_likelihood_se"]), what="log Z")
+    assert list(sweep.table.index) == list(DATA_SETS)
+
+
+def test_data_sets_same_numbers_on_the_cluster(client, over_data_sets):
+    sweep = quiet(models=data_model, data=DATA_SETS, client=client)
+    for name in DATA_SETS:
+        assert_same_numbers(sweep.results[name], over_data_sets.results[name])
+
+
+def test_data_sets_refuse_bad_arguments():
+    with pytest.raises(TypeError, match="one pymc.Model"):
+        pmt.sample_many({"a": data_model}, data=DATA_SETS, client=SERIAL)
+    with pytest.raises(ValueError, match="non-empty mapping"):
+        pmt.sample_many(data_model, data={}, client=SERIAL)
+    with pytest.raises(ValueError, match="pm.Data names"):
+        pmt.sample_many(data_model, data={"a": [1.0]}, client=SERIAL)
