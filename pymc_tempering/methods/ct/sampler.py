@@ -137,8 +137,8 @@ def sample_ct(
         fitted here (``fit_base(method="laplace")``: a Laplace mixture whose ``log_zeta`` passed
         an importance-sampling check, or ADVI fits started at the mode search's optima) and one
         round for a base you pass, whose fit this function knows nothing of. A round costs
-        one more compilation of the extended model (with ``nutpie``, most of a run on a small
-        model).
+        its draws: every run of the call (and later calls on the same model) samples one
+        compiled extended model, whose base and ``log_zeta`` are data.
     bootstrap_draws : int
     target_accept : float
         NUTS's target acceptance rate. 0.9 rather than PyMC's 0.8: one step size serves the
