@@ -494,7 +494,7 @@ class PerModel:
     stored. Thread-safe.
     """
 
-    def __init__(self, size: int = 8):
+    def __init__(self, size: int = 32):
         self.size = int(size)
         self._entries: OrderedDict = OrderedDict()
         self._lock = threading.Lock()

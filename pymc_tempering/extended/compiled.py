@@ -57,7 +57,7 @@ NUTPIE_KEYWORDS = frozenset(
     {"nuts", "target_accept", "cores", "idata_kwargs", "blas_cores", "quiet", "progressbar_theme"}
 )
 
-_MODELS = PerModel(size=8)
+_MODELS = PerModel()
 
 
 def run_data(values: Mapping[str, np.ndarray]) -> dict:
