@@ -7,7 +7,7 @@ PyMC runs (its own, nutpie, NumPyro) runs them unchanged. What they share is wri
 - :func:`run_extended`: one run. The method's ``build(state)`` gives the extended model (the
   state is what a run of the method is built from: a base and ``log zeta`` for continuous
   tempering, nothing for pseudo-extended MCMC), kept for later runs under the method's
-  ``key(state)`` with the parts that change from run to run as shared variables, which
+  ``key(state)`` with the parts that change from run to run as one shared vector, which
   ``data(state)`` sets (:mod:`pymc_tempering.extended.compiled`: one compilation for all the
   runs); NUTS samples it, storing the free variables only
   (:func:`~pymc_tempering.extended.compiled.stored_variables`), with the keywords every method
