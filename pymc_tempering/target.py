@@ -6,9 +6,7 @@ PyMC's own API (``model.logp(jacobian=True)``, ``model.value_vars``, ``DictToArr
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from functools import cached_property
 
 import numpy as np
@@ -30,9 +28,10 @@ from pytensor.tensor.random.type import RandomGeneratorType
 from pytensor.tensor.variable import TensorConstant
 from scipy import optimize
 
+from pymc_tempering.per_model import PerModel
 from pymc_tempering.timing import phase
 
-__all__ = ["PerModel", "Target", "flat_directions", "negative_log_density", "target_of"]
+__all__ = ["Target", "flat_directions", "negative_log_density", "target_of"]
 
 
 #: Constants with at least this many elements go into compiled functions as shared variables.
@@ -494,46 +493,6 @@ class Target:
             arr = np.asarray(da.values, dtype=float)
             parts.append(arr.reshape(arr.shape[0], arr.shape[1], -1))
         return np.concatenate(parts, axis=-1)
-
-
-
-class PerModel:
-    """A small store of what was built from a model, found again while the model is unchanged.
-
-    Kept for the ``size`` most recently used ``(model, key)`` pairs. An entry is found again
-    only for the same model object with the same variables (a variable added to the model
-    since, or a new model, builds anew); it holds the model, so an id is never reused while
-    stored. Thread-safe.
-    """
-
-    def __init__(self, size: int = 32):
-        self.size = int(size)
-        self._entries: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def _fingerprint(model: pm.Model) -> tuple:
-        return tuple((name, id(var)) for name, var in model.named_vars.items())
-
-    def get(self, model: pm.Model, key: Hashable, build: Callable):
-        """The object stored for ``(model, key)``, or ``build()``'s, stored."""
-        token, fingerprint = (id(model), key), self._fingerprint(model)
-        with self._lock:
-            entry = self._entries.get(token)
-            if entry is not None and entry[0] is model and entry[1] == fingerprint:
-                self._entries.move_to_end(token)
-                return entry[2]
-        value = build()
-        with self._lock:
-            self._entries[token] = (model, fingerprint, value)
-            self._entries.move_to_end(token)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
-        return value
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
 
 
 _TARGETS = PerModel()

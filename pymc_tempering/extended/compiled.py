@@ -7,7 +7,7 @@ which the extended model holds as shared data (:func:`run_data`; see
 
 - :func:`extended_model` keeps the extended model built for a user's model and a graph (the
   method and the base's parametrisation) and finds it again for the next run
-  (:class:`~pymc_tempering.target.PerModel`);
+  (:class:`~pymc_tempering.per_model.PerModel`);
 - :func:`sample_extended` sets the run's values and samples. With nutpie (PyMC's default NUTS)
   the model is compiled once (``nutpie.compile_pymc_model``) and each run takes the current
   values of every shared variable of its graph (``CompiledModel.with_data``: the run's base and
@@ -37,7 +37,7 @@ from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Variable
 from pytensor.graph.traversal import graph_inputs
 
-from pymc_tempering.target import PerModel
+from pymc_tempering.per_model import PerModel
 from pymc_tempering.timing import add_phase, phase
 
 __all__ = [
