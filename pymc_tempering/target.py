@@ -452,24 +452,17 @@ class Target:
         constrained_fn = pytensor.function([x], list(constrained.values()))
         return logp_fn, logp_grad_fn, constrained_fn
 
-    @cached_property
-    def _batched_logp(self):
-        """The log density over a batch of points in one vectorised call (:meth:`compile_batched`),
-        or None for a model that draws minibatches (whose batch would share one minibatch)."""
-        if self.minibatched_observed:
-            return None
-        return self.compile_batched(lambda x, values: [self.logp_graph(values)])
-
     def logp(self, x: np.ndarray) -> np.ndarray:
-        """Log density at flat points; ``x`` has shape ``(..., ndim)``."""
+        """Log density at flat points; ``x`` has shape ``(..., ndim)``.
+
+        One call per point of the function compiled with the gradient: a batched function
+        (:meth:`compile_batched`) would be faster per point, but costs a compilation of its own
+        for every model, more than the calls of a run (the strata of a model with a few modes).
+        """
         x = np.asarray(x, dtype=float)
+        fn = self._compiled[0]
         flat = x.reshape(-1, self.ndim)
-        batched = self._batched_logp if len(flat) > 1 else None
-        if batched is not None:
-            out = batched(flat)[0]
-        else:
-            fn = self._compiled[0]
-            out = np.array([fn(row) for row in flat], dtype=float)
+        out = np.array([fn(row) for row in flat], dtype=float)
         return out.reshape(x.shape[:-1])
 
     def logp_and_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:

@@ -289,6 +289,7 @@ def test_data_sets_compile_once_and_match_their_own_models(monkeypatch):
     assert list(sweep.table.index) == list(DATA_SETS)
 
 
+@pytest.mark.slow  # a cluster's workers each compile; the serial sweep checks the numbers
 def test_data_sets_same_numbers_on_the_cluster(client, over_data_sets):
     sweep = quiet(models=data_model, data=DATA_SETS, client=client)
     for name in DATA_SETS:

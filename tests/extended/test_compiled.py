@@ -73,10 +73,10 @@ def test_new_data_reach_the_kept_compilation(compilations):
     y_a = np.array([0.3, -0.2, 1.1, 0.5])
     y_b = np.array([2.5, 3.1, 1.9, 2.2])
     model = data_model(y_a)
-    a = pmt.sample_ct(model=model, random_seed=seed(), progressbar=False)
+    a = pmt.sample_ct(model=model, random_seed=seed(), **SHORT)
     with model:
         pm.set_data({"y": y_b})
-    b = pmt.sample_ct(model=model, random_seed=seed(1), progressbar=False)
+    b = pmt.sample_ct(model=model, random_seed=seed(1), **SHORT)
     assert compilations() == 1
     for result, y in [(a, y_a), (b, y_b)]:
         assert_within_se(
