@@ -1,4 +1,4 @@
-"""A simulation study's cost: `sample_many` over one model on many data sets, against a model per set.
+"""A simulation study's cost: `sample_many` over one model on many data sets, or a model per set.
 
 The sign-flip model of the quickstart (``y_i ~ N(theta^2, 1)``, ten observations, ``theta ~
 N(0.5, 1.5^2)``) with its data in ``pm.Data``, on ``--sets`` data sets simulated from it

@@ -73,7 +73,8 @@ def run(name: str, method: str, model, seed: int) -> dict:
     else:
         ess = float(az.summary(idata)["ess_bulk"].min())
         flagged = None
-    steps = float(idata["sample_stats"]["n_steps"].sum()) if "n_steps" in idata["sample_stats"] else None
+    stats = idata["sample_stats"]
+    steps = float(stats["n_steps"].sum()) if "n_steps" in stats else None
     return {"seconds": seconds, "ess_per_chain": ess / chains,
             "ess_per_gradient": ess / steps if steps else None, "flagged": flagged}
 

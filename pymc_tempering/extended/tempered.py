@@ -156,8 +156,8 @@ def ct_result(
     ``sampled`` is what ``pm.sample`` returned for an extended model whose posterior holds the
     user's value variables under their value names and the temperature variable
     (:func:`~pymc_tempering.extended.compiled.stored_variables`). Its posterior is rebuilt from
-    them (:func:`~pymc_tempering.results.rebuild_posterior`): the user's variables (constrained, with
-    their dims), the transformed value variables under their value names,
+    them (:func:`~pymc_tempering.results.rebuild_posterior`): the user's variables
+    (constrained, with their dims), the transformed value variables under their value names,
     ``inverse_temperature`` and, for joint tempering, ``temperature_control``.
 
     With several optima in the base's mode search, the weights are post-stratified by them
