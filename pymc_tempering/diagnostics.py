@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from arviz_stats.base.array import array_stats
 from scipy import stats
 from xarray import DataTree
 
@@ -21,6 +20,7 @@ from pymc_tempering.estimators import (
     beyond_edge,
     kish_ess,
     log_ratio_of_means,
+    psis_khat,
     unseen_share,
     weighted_mean,
 )
@@ -456,14 +456,7 @@ def _check_divergences(
 
 def _check_weights(checks: _Checks, lw: np.ndarray, bounded: bool = False) -> None:
     ess = kish_ess(lw)
-    # PSIS on the log weights with arviz-stats' psislw; its k-hat is the tail index of the
-    # weights. psislw follows the PSIS-LOO convention and smooths exp(-input) (it takes
-    # log-likelihood values), so it is given -log_weight (given log_weight itself, or
-    # through pareto_khat, it diagnoses the wrong tail: k = 1 for uniform weights).
-    try:
-        khat = float(array_stats.psislw(-lw.ravel())[1])
-    except ValueError:  # a flat tail ("All tail values are the same"): nothing heavy there
-        khat = float("nan")
+    khat = psis_khat(lw)  # the tail index of the weights
     checks.add(ESS_WEIGHTS, ess, "-", True, "Kish effective sample size of the weights")
     # Weights bounded above have every moment finite, so their tail cannot be heavy: a k-hat
     # beyond the limit there is the generalised Pareto fit meeting the bound. It is shown, not

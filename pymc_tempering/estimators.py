@@ -35,6 +35,7 @@ __all__ = [
     "stratified_mean",
     "log_marginal_likelihood_ct",
     "kish_ess",
+    "psis_khat",
     "log_mean_exp",
     "log_marginal_likelihood_pe",
     "beyond_edge",
@@ -288,8 +289,25 @@ def unseen_share(hits) -> float:
     return float(np.sum(hits == 1) / hits.sum())
 
 
+def psis_khat(log_weight) -> float:
+    """The Pareto k-hat of arviz-stats' PSIS for weights given as logs (all finite); NaN for a
+    flat tail.
+
+    ``psislw`` follows the PSIS-LOO convention and smooths ``exp(-input)`` (it takes
+    log-likelihood values), so it is given ``-log_weight`` (given the log weights themselves,
+    or through ``pareto_khat``, it diagnoses the wrong tail: k = 1 for uniform weights).
+    """
+    try:
+        # its smoothing of a tail with a very large k-hat overflows (inf), which the k-hat
+        # itself does not use, and its fit of a tail of (nearly) equal weights divides by zero
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            return float(array_stats.psislw(-np.asarray(log_weight, dtype=float).ravel())[1])
+    except ValueError:  # "All tail values are the same": nothing heavy there
+        return float("nan")
+
+
 def importance_khat(log_weight) -> float:
-    """Pareto k-hat of importance weights given as logs, from arviz-stats' PSIS.
+    """Pareto k-hat of importance weights given as logs (:func:`psis_khat`).
 
     ``-inf`` entries (zero weights) are left out; NaN for a flat tail or fewer than 10 positive
     weights. When every weight is within ``BOUNDED_RATIO`` times their mean the tail is bounded,
@@ -299,13 +317,7 @@ def importance_khat(log_weight) -> float:
     finite = lw[np.isfinite(lw)]
     if finite.size < 10:
         return float("nan")
-    try:
-        # psislw smooths exp(-input): pass -log w; its smoothing of a tail with a very large
-        # k-hat overflows (inf), which the k-hat itself does not use
-        with np.errstate(over="ignore"):
-            khat = float(array_stats.psislw(-finite)[1])
-    except ValueError:  # a flat tail: nothing heavy there
-        return float("nan")
+    khat = psis_khat(finite)
     if np.exp(finite.max() - (logsumexp(finite) - np.log(lw.size))) <= BOUNDED_RATIO:
         khat = min(khat, KHAT_LIMIT)
     return khat
