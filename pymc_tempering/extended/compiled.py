@@ -63,9 +63,9 @@ _MODELS = PerModel()
 def run_data(values: Mapping[str, np.ndarray]) -> dict:
     """The parts of an extended model that each run sets, as views of one shared vector.
 
-    One vector rather than a shared variable each: nutpie's compilation grows by most of a
-    second with every shared variable of the graph (numba compiles each one's unpacking), and
-    not with a vector's length. Its layout (names, offsets and shapes) is kept on the vector
+    One vector rather than a shared variable each: nutpie's compilation of a small model took
+    most of a second longer for every shared variable of its graph, and not longer for a
+    vector's length. Its layout (names, offsets and shapes) is kept on the vector
     (``tag.layout``) for :meth:`ExtendedModel.set`.
 
     Parameters
@@ -116,7 +116,7 @@ def stored_variables(model: pm.Model) -> list[str]:
 
 @dataclass(eq=False)
 class ExtendedModel:
-    """An extended model, its run-to-run shared variables, and its nutpie compilation.
+    """An extended model, its run-data vector, and its nutpie compilation.
 
     Attributes
     ----------
