@@ -17,6 +17,7 @@ process without it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -193,20 +194,28 @@ _SWEEP_MODELS: dict = {}
 _SWEEP_LOCK = threading.Lock()
 
 
-def _sweep_model(task: _DataSet):
+def _build(name: str, spec) -> pm.Model:
+    """The model a builder returns (checked), or the model itself."""
+    built = spec if isinstance(spec, pm.Model) else spec()
+    if not isinstance(built, pm.Model):
+        raise TypeError(
+            f"The builder of model {name!r} returned {type(built).__name__}, not a pymc.Model."
+        )
+    return built
+
+
+def _sweep_model(name: str, task: _DataSet):
+    """The sweep's model in this process and its lock, built (or copied) on first use."""
     import cloudpickle
 
     with _SWEEP_LOCK:
         if task.token not in _SWEEP_MODELS:
             spec = task.model
             # a copy of a model (the caller's own in a serial sweep is not to be changed)
-            built = (cloudpickle.loads(cloudpickle.dumps(spec)) if isinstance(spec, pm.Model)
-                     else spec())
-            if not isinstance(built, pm.Model):
-                raise TypeError(f"The model's builder returned {type(built).__name__}, not a "
-                                "pymc.Model.")
+            if isinstance(spec, pm.Model):
+                spec = cloudpickle.loads(cloudpickle.dumps(spec))
             _SWEEP_MODELS.clear()  # one sweep's model per process
-            _SWEEP_MODELS[task.token] = (built, threading.Lock())
+            _SWEEP_MODELS[task.token] = (_build(name, spec), threading.Lock())
         return _SWEEP_MODELS[task.token]
 
 
@@ -217,28 +226,22 @@ def run_model(name: str, model, sampler: Callable, random_seed: int, sampler_kwa
     builder or the sampler is returned as the model's failure, not raised, so that Dask does
     not run the model again (the same seed fails the same way). The warnings the sampler
     raises are returned too, and :func:`sample_many` raises them again where it was called,
-    prefixed with the model's name.
+    prefixed with the model's name. A task of a sweep over data sets runs the process's one
+    model (:func:`_sweep_model`), given its data set, under that model's lock.
     """
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:  # under the filters in force
         try:
             if isinstance(model, _DataSet):
-                built, lock = _sweep_model(model)
-                with lock, built:
-                    pm.set_data(model.values)
-                    result = sampler(model=built, random_seed=random_seed, progressbar=False,
-                                     **sampler_kwargs)
-                kept = list(dict.fromkeys((str(w.message), w.category) for w in caught))
-                return _Outcome(name, result=result, warnings=kept,
-                                seconds=time.perf_counter() - start)
-            built = model if isinstance(model, pm.Model) else model()
-            if not isinstance(built, pm.Model):
-                raise TypeError(
-                    f"The builder of model {name!r} returned {type(built).__name__}, not a "
-                    f"pymc.Model."
-                )
-            result = sampler(model=built, random_seed=random_seed, progressbar=False,
-                             **sampler_kwargs)
+                (built, lock), values = _sweep_model(name, model), model.values
+            else:
+                built, lock, values = _build(name, model), contextlib.nullcontext(), None
+            with lock:
+                if values is not None:
+                    with built:
+                        pm.set_data(values)
+                result = sampler(model=built, random_seed=random_seed, progressbar=False,
+                                 **sampler_kwargs)
         except Exception as exc:  # noqa: BLE001 - a model's failure is its row, not the sweep's
             return replace(_failure(name, exc), seconds=time.perf_counter() - start)
     kept = list(dict.fromkeys((str(w.message), w.category) for w in caught))
