@@ -62,6 +62,7 @@ N_PROPOSAL = 2000  # proposal draws per region
 RETRY_GROWTH = 4  # proposal draws of a region's second try, in units of N_PROPOSAL
 N_KERNELS = 1000  # kernels of the proposal's kernel part (fewer where the region has fewer draws)
 T_SHARE = 0.2  # weight of the proposal's t part
+CHUNK = 4_000_000  # kernel distances held at once per block of rows (32 MB)
 T_DOF = 5
 
 
@@ -173,11 +174,16 @@ class _Proposal:
             return log_t
         log_det = np.sum(np.log(np.diag(self.chol))) + 0.5 * self.ndim * np.log(2 * np.pi)
         # whitened by the kernels' common Cholesky factor, the squared distances are
-        # |z|^2 + |c|^2 - 2 z.c: one matrix product for all pairs
+        # |z|^2 + |c|^2 - 2 z.c: a matrix product per block of rows (bounded memory)
         whiten = linalg.solve_triangular(self.chol, np.eye(self.ndim), lower=True).T
         zw, cw = np.asarray(z, dtype=float) @ whiten, self.centres @ whiten
-        squared = np.sum(zw**2, axis=1)[:, None] + np.sum(cw**2, axis=1)[None, :] - 2 * zw @ cw.T
-        log_k = -0.5 * np.maximum(squared, 0.0) - log_det
+        z2, c2 = np.sum(zw**2, axis=1), np.sum(cw**2, axis=1)
+        log_k = np.empty((len(zw), len(cw)))
+        rows = max(1, CHUNK // len(cw))
+        for start in range(0, len(zw), rows):
+            block = slice(start, start + rows)
+            squared = z2[block, None] + c2[None, :] - 2 * zw[block] @ cw.T
+            log_k[block] = -0.5 * np.maximum(squared, 0.0) - log_det
         log_kernels = logsumexp(log_k, axis=1) - np.log(len(self.centres))
         return np.logaddexp(log_t + np.log(self.t_share), log_kernels + np.log1p(-self.t_share))
 

@@ -455,7 +455,7 @@ class Target:
     def logp(self, x: np.ndarray) -> np.ndarray:
         """Log density at flat points; ``x`` has shape ``(..., ndim)``.
 
-        One call per point of the function compiled with the gradient: a batched function
+        One call per point of the compiled log density: a batched function
         (:meth:`compile_batched`) would be faster per point, but costs a compilation of its own
         for every model, more than the calls of a run (the strata of a model with a few modes).
         """
