@@ -537,9 +537,10 @@ def _expectation(idata: DataTree, values: np.ndarray, lw: np.ndarray):
         return weighted_mean(values, lw)
     strata = idata["mode_probabilities"]
     region = idata["sample_stats"]["mode_region"].transpose("chain", "draw").values
-    return stratified_mean(
-        values, lw, region, strata["probability"].values, strata["standard_error"].values
-    )
+    # a result saved before the covariance was stored: its standard errors alone
+    cov = (strata["covariance"].values if "covariance" in strata
+           else np.diag(strata["standard_error"].values ** 2))
+    return stratified_mean(values, lw, region, strata["probability"].values, cov)
 
 
 def weighted_summary(

@@ -32,6 +32,7 @@ __all__ = [
     "log_ratio_of_means",
     "log_ratio_by_chain",
     "weighted_mean",
+    "weighted_mean_cov",
     "stratified_mean",
     "log_marginal_likelihood_ct",
     "kish_ess",
@@ -231,25 +232,65 @@ def weighted_mean(values, log_weight) -> tuple[np.ndarray, np.ndarray]:
     return mean.reshape(extra), se.reshape(extra)
 
 
+def weighted_mean_cov(values, log_weight) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`weighted_mean` of a vector per draw and the covariance of its entries' errors.
+
+    The diagonal is :func:`weighted_mean`'s squared standard errors; the correlations are
+    those of the terms ``w (values_k - mean_k)`` over the draws (whose averages the errors are).
+    For shares that sum to one (indicators of a partition) the covariance says so: its rows
+    sum to about zero.
+
+    Parameters
+    ----------
+    values : array_like, shape (chain, draw, k)
+    log_weight : array_like, shape (chain, draw)
+
+    Returns
+    -------
+    mean : ndarray, shape (k,)
+    covariance : ndarray, shape (k, k)
+    """
+    mean, se = weighted_mean(values, log_weight)
+    lw = _as_chain_draw(log_weight)
+    w = np.exp(lw - np.max(lw)).ravel()
+    terms = w[:, None] * (np.asarray(values, dtype=float).reshape(w.size, -1) - mean)
+    sd = terms.std(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = (terms.T @ terms / w.size - np.outer(terms.mean(0), terms.mean(0))) / np.outer(sd, sd)
+    corr = np.where(np.isfinite(corr), corr, 0.0)
+    np.fill_diagonal(corr, 1.0)
+    return mean, corr * np.outer(se, se)
+
+
+MIN_REGION_DRAWS = 10  # Kish's count below which a region's own spread is not trusted
+
+
 def stratified_mean(
-    values, log_weight, region, probability, probability_se
+    values, log_weight, region, probability, probability_cov
 ) -> tuple[np.ndarray, np.ndarray]:
     """A post-stratified weighted mean and its standard error.
 
     ``sum_r P_r m_r``, where ``m_r`` is the weighted mean of the draws in region ``r`` and
-    ``P_r`` the region's probability, known apart from the draws with standard error ``s_r``
-    (:func:`~pymc_tempering.stratification.stratify`). The variance is
-    ``sum_r P_r^2 se(m_r)^2 + sum_r (m_r - mean)^2 s_r^2``, with ``se(m_r)`` from
+    ``P_r`` the region's probability, known apart from the draws with covariance ``C``
+    (:func:`~pymc_tempering.stratification.stratify`: the probabilities sum to one, so their
+    errors are correlated). By the delta method the variance is
+    ``sum_r P_r^2 se(m_r)^2 + (m - mean)' C (m - mean)``, with ``se(m_r)`` from
     :func:`weighted_mean` with the weights of the other regions set to zero: the chains'
-    moves between regions, which decide the unstratified mean's error, do not enter. Regions
-    without draws are left out (their probability is shared out over the others).
+    moves between regions, which decide the unstratified mean's error, do not enter.
+    ``se(m_r)^2`` is at least the region's weighted variance over its Kish count of draws,
+    and a region of fewer than ``MIN_REGION_DRAWS`` such draws cannot vouch for its own
+    spread: its variance is then at least the whole run's (a region seen by one draw has an
+    error as wide as the posterior, not zero). Regions without draws are left out (their
+    probability is shared out over the others).
 
     Parameters
     ----------
     values : array_like, shape (chain, draw, ...)
     log_weight : array_like, shape (chain, draw)
     region : array_like of int, shape (chain, draw)
-    probability, probability_se : array_like, shape (region,)
+    probability : array_like, shape (region,)
+    probability_cov : array_like, shape (region, region)
+        The covariance of the probabilities' errors.
 
     Returns
     -------
@@ -262,16 +303,28 @@ def stratified_mean(
     seen = [r for r in range(len(probability)) if np.any(region == r)]
     p = np.asarray(probability, dtype=float)[seen]
     p = p / p.sum()
-    s = np.asarray(probability_se, dtype=float)[seen]
-    means, ses = [], []
+    cov = np.asarray(probability_cov, dtype=float)[np.ix_(seen, seen)]
+    flat = values.reshape(values.shape[:2] + (-1,))
+    w_all = np.exp(log_weight - np.max(log_weight))
+    pooled_var = np.einsum("cd,cdk->k", w_all, (flat - np.einsum(
+        "cd,cdk->k", w_all, flat) / w_all.sum()) ** 2) / w_all.sum()
+    means, variances = [], []
     for r in seen:
-        m, e = weighted_mean(values, np.where(region == r, log_weight, -np.inf))
+        lw_r = np.where(region == r, log_weight, -np.inf)
+        m, e = weighted_mean(flat, lw_r)
+        w = np.exp(lw_r - np.max(lw_r))
+        var_r = np.einsum("cd,cdk->k", w, (flat - m) ** 2) / w.sum()
+        n_r = kish_ess(lw_r[np.isfinite(lw_r)])
+        if n_r < MIN_REGION_DRAWS:
+            var_r = np.maximum(var_r, pooled_var)
         means.append(m)
-        ses.append(e)
-    means, ses = np.array(means), np.array(ses)
+        variances.append(np.maximum(e**2, var_r / n_r))
+    means, variances = np.array(means), np.array(variances)
     mean = np.tensordot(p, means, axes=1)
-    var = np.tensordot(p**2, ses**2, axes=1) + np.tensordot(s**2, (means - mean) ** 2, axes=1)
-    return mean, np.sqrt(var)
+    centred = means - mean
+    var = np.tensordot(p**2, variances, axes=1) + np.einsum("rk,rs,sk->k", centred, cov, centred)
+    shape = values.shape[2:]
+    return mean.reshape(shape), np.sqrt(np.maximum(var, 0.0)).reshape(shape)
 
 
 def beyond_edge(u, edge: float, inner: float) -> np.ndarray:

@@ -49,12 +49,14 @@ __all__ = [
     "build_result", "base_group", "check_result", "flat_draws_from_result", "METHOD_VARIABLES",
     "PSEUDO_SAMPLE", "constrained_draws", "draws_to_datatree", "rebuild_posterior", "add_rounds",
     "strata_group", "MODE_REGION", "flat_direction_count", "strata_problems",
-    "strata_table", "PROBLEM",
+    "strata_table", "PROBLEM", "OTHER_MODE_REGION",
 ]
 
 # The dimension of the regions of a stratified result (the ``mode_probabilities`` group), and
 # that of its problems (its variable ``problems``).
 MODE_REGION = "mode_region"
+# the second dimension of the covariance of the regions' probabilities
+OTHER_MODE_REGION = "other_mode_region"
 PROBLEM = "problem"
 _PROBLEMS = "problems"
 
@@ -379,13 +381,16 @@ def strata_group(strata) -> xr.Dataset:
     :class:`~pymc_tempering.stratification.Strata`: per region (dim ``mode_region``, coordinate
     ``optima`` naming the mode search's optima it holds) ``probability``, ``standard_error``,
     the weighted draws' own ``draws_probability`` and ``draws_standard_error``, the importance
-    sampling's ``log_mass``, ``log_mass_se`` and ``khat``; ``problems`` (dim ``problem``, empty
-    when there is none): one sentence per problem of the stratification; attrs ``method``.
-    :func:`strata_problems` reads the problems back and :func:`strata_table` the regions."""
+    sampling's ``log_mass``, ``log_mass_se`` and ``khat``; ``covariance`` (dims ``mode_region``,
+    ``other_mode_region``): the covariance of the probabilities' errors; ``problems`` (dim
+    ``problem``, empty when there is none): one sentence per problem of the stratification;
+    attrs ``method``. :func:`strata_problems` reads the problems back and :func:`strata_table`
+    the regions."""
     names = ["probability", "standard_error", "draws_probability", "draws_standard_error",
              "log_mass", "log_mass_se", "khat"]
     data = {name: (MODE_REGION, np.asarray(getattr(strata, name), dtype=float)) for name in names}
     data[_PROBLEMS] = (PROBLEM, np.array(list(strata.problems), dtype=str))
+    data["covariance"] = ((MODE_REGION, OTHER_MODE_REGION), np.asarray(strata.covariance, float))
     ds = xr.Dataset(data, coords={"optima": (MODE_REGION, list(strata.optima))})
     ds.attrs = {"method": strata.method}
     return ds
@@ -399,5 +404,6 @@ def strata_problems(group) -> list[str]:
 
 def strata_table(group: DataTree) -> xr.Dataset:
     """The regions of a result's ``mode_probabilities`` group (:func:`strata_group`): its
-    variables along ``mode_region`` and its attrs, without the problems."""
-    return group.to_dataset().drop_dims(PROBLEM)
+    variables along ``mode_region`` alone and its attrs, without the problems and the
+    covariance."""
+    return group.to_dataset().drop_dims([PROBLEM, OTHER_MODE_REGION])

@@ -51,7 +51,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.special import logsumexp
 
-from pymc_tempering.estimators import KHAT_LIMIT, importance_khat, kish_ess, weighted_mean
+from pymc_tempering.estimators import KHAT_LIMIT, importance_khat, kish_ess, weighted_mean_cov
 from pymc_tempering.target import Target
 
 __all__ = ["Strata", "stratify", "stratify_by_modes", "assign_optima", "connected_regions", "HOT"]
@@ -77,6 +77,9 @@ class Strata(NamedTuple):
         Per region, the indices of the mode search's optima it holds (``"0+2"``).
     probability, standard_error : ndarray, shape (region,)
         The regions' posterior probabilities and their standard errors.
+    covariance : ndarray, shape (region, region)
+        The covariance of the probabilities' errors (they sum to one: its rows sum to zero),
+        whose diagonal is ``standard_error ** 2``.
     draws_probability, draws_standard_error : ndarray, shape (region,)
         The shares of the weighted draws in each region, and their standard errors: what the
         run alone says, without the importance sampling.
@@ -96,6 +99,7 @@ class Strata(NamedTuple):
     optima: tuple
     probability: np.ndarray
     standard_error: np.ndarray
+    covariance: np.ndarray
     draws_probability: np.ndarray
     draws_standard_error: np.ndarray
     log_mass: np.ndarray
@@ -241,7 +245,7 @@ def stratify(
         return None
     region = roots[labels]
     onehot = (region[..., None] == np.arange(n_regions)).astype(float)
-    draws_p, draws_se = weighted_mean(onehot, lw)
+    draws_p, draws_cov = weighted_mean_cov(onehot, lw)
     rng = np.random.default_rng(random_seed)
     w = np.exp(lw - lw.max())
 
@@ -259,7 +263,7 @@ def stratify(
             mass = _region_mass(target, proposal, region_of, r, RETRY_GROWTH * n_proposal)
         masses.append(mass)
     log_z, rel_se, khat = (np.array(v) for v in zip(*masses, strict=True))
-    return _combine(region, roots, lw, draws_p, draws_se, log_z, rel_se, khat)
+    return _combine(region, roots, lw, draws_p, draws_cov, log_z, rel_se, khat)
 
 
 def stratify_by_modes(target, x, log_weight, hot, modes, random_seed=None) -> Strata | None:
@@ -272,14 +276,15 @@ def stratify_by_modes(target, x, log_weight, hot, modes, random_seed=None) -> St
                     random_seed)
 
 
-def _combine(region, roots, lw, draws_p, draws_se, log_z, rel_se, khat) -> Strata:
+def _combine(region, roots, lw, draws_p, draws_cov, log_z, rel_se, khat) -> Strata:
     """The probabilities, their method and the rescaled weights, from the regions' masses."""
     problems = []
     finite = np.isfinite(log_z)
     p = np.exp(log_z - logsumexp(log_z[finite])) if finite.any() else np.zeros_like(log_z)
-    # delta method on independent log masses: dP_r = P_r (dlog Z_r - sum_j P_j dlog Z_j)
-    var_terms = (p * np.where(finite, rel_se, 0.0)) ** 2
-    se = np.sqrt((p * (1 - p) * rel_se) ** 2 + p**2 * (var_terms.sum() - var_terms))
+    # delta method on independent log masses: dP_r = P_r (dlog Z_r - sum_j P_j dlog Z_j), so
+    # Cov(P) = J diag(se^2) J' with J = diag(P) - P P'
+    jacobian = np.diag(p) - np.outer(p, p)
+    cov = (jacobian * np.where(finite, rel_se, 0.0) ** 2) @ jacobian.T
     bad = ~finite | (khat > KHAT_LIMIT)
     unseen = (draws_p == 0) & (p > 0.01) & ~bad
     if bad.any():
@@ -295,11 +300,12 @@ def _combine(region, roots, lw, draws_p, draws_se, log_z, rel_se, khat) -> Strat
             "draws: the summaries lack them"
         )
     if method == "draws":
-        p, se = draws_p, draws_se
+        p, cov = draws_p, draws_cov
     share = np.where(draws_p > 0, draws_p, 1.0)
     with np.errstate(divide="ignore"):
         new_lw = lw + np.log(np.where(draws_p > 0, p, 0.0) / share)[region]
     optima = tuple("+".join(str(i) for i in np.flatnonzero(roots == r)) for r in range(len(p)))
     rel = np.where(finite, rel_se, np.nan)
-    return Strata(region, optima, p, se, draws_p, draws_se, np.where(finite, log_z, np.nan),
-                  rel, khat, method, new_lw, tuple(problems))
+    draws_se = np.sqrt(np.diag(draws_cov))
+    return Strata(region, optima, p, np.sqrt(np.diag(cov)), cov, draws_p, draws_se,
+                  np.where(finite, log_z, np.nan), rel, khat, method, new_lw, tuple(problems))

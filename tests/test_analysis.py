@@ -445,6 +445,7 @@ def test_posterior_check_reads_the_stratifications_problems_whole():
         probability=[0.5, 0.5], standard_error=[0.01, 0.01], draws_probability=[0.5, 0.5],
         draws_standard_error=[0.02, 0.02], log_mass=[0.0, 0.0], log_mass_se=[0.1, 0.1],
         khat=[0.2, 0.3], optima=["0", "1"], method="importance sampling", problems=problems,
+        covariance=[[1e-4, -1e-4], [-1e-4, 1e-4]],
     )
     tree["mode_probabilities"] = DataTree(strata_group(strata))
     check = pmt.posterior_check(tree)

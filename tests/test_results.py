@@ -190,6 +190,7 @@ def test_strata_group_holds_its_problems_as_a_list(tmp_path):
             probability=[0.4, 0.6], standard_error=[0.01, 0.01], draws_probability=[0.5, 0.5],
             draws_standard_error=[0.02, 0.02], log_mass=[0.0, 0.4], log_mass_se=[0.1, 0.1],
             khat=[0.2, 0.3], optima=["0", "1, 2"], method="draws", problems=problems,
+            covariance=[[1e-4, -1e-4], [-1e-4, 1e-4]],
         )
 
     for problems in [("one; with a semicolon", "two"), ()]:

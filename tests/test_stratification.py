@@ -62,8 +62,52 @@ def test_region_masses_are_exact_whatever_the_draws_shares():
     mean, se = weighted_mean(indicator, strata.log_weight)
     assert abs(mean[0] - strata.probability[1]) < 1e-12
     smean, sse = stratified_mean(indicator, strata.log_weight, strata.region,
-                                 strata.probability, strata.standard_error)
+                                 strata.probability, strata.covariance)
     assert abs(smean[0] - 0.3) < K * sse[0] and sse[0] < 0.02
+    # the indicator of a region is its probability, with its standard error (not 0.71 of it)
+    assert np.isclose(sse[0], strata.standard_error[1], rtol=1e-9)
+    assert np.allclose(strata.covariance.sum(axis=1), 0.0, atol=1e-12)
+
+
+def test_probabilities_that_sum_to_one_have_the_delta_methods_standard_errors():
+    """Two regions at P = 0.5 with independent relative errors r: the indicator of one region
+    has standard error sqrt(0.125) r (the delta method with the covariance of P), not the
+    0.71 of it that treating the probabilities as independent gave."""
+    region = np.repeat([[0, 1]], 200, axis=0).reshape(4, 100)
+    r = 0.04
+    strata = _combine(region, np.array([0, 1]), np.zeros((4, 100)), np.array([0.5, 0.5]),
+                      np.eye(2) * 1e-4, np.log([0.5, 0.5]), np.array([r, r]), np.zeros(2))
+    indicator = (region == 0).astype(float)[..., None]
+    _, se = stratified_mean(indicator, strata.log_weight, region, strata.probability,
+                            strata.covariance)
+    assert np.isclose(se[0], np.sqrt(0.125) * r, rtol=1e-9)
+    assert np.isclose(strata.standard_error[0], np.sqrt(0.125) * r, rtol=1e-9)
+
+
+def test_a_region_seen_by_one_draw_cannot_claim_a_small_error():
+    """One draw stands for a region of probability 0.5: the error of a mean is at least
+    0.5 times the run's own spread, where the draws' series alone said about 0."""
+    rng = np.random.default_rng(seed(4))
+    values = rng.normal(0.0, 1.0, (4, 250, 1))
+    region = np.zeros((4, 250), dtype=int)
+    region[2, 17] = 1
+    cov = np.diag([1e-6, 1e-6])
+    _, se = stratified_mean(values, np.zeros((4, 250)), region, np.array([0.5, 0.5]), cov)
+    assert se[0] >= 0.5 * values.std() * 0.99
+
+
+def test_the_covariance_of_shares_of_a_partition():
+    """weighted_mean_cov: the diagonal is weighted_mean's squared errors; the shares of a
+    partition sum to one, so the covariance's rows sum to about zero (each share's error has
+    its own ESS estimate, a few per cent apart: not exactly zero)."""
+    rng = np.random.default_rng(seed(5))
+    labels = rng.integers(3, size=(4, 300))
+    onehot = (labels[..., None] == np.arange(3)).astype(float)
+    lw = rng.normal(0, 0.3, (4, 300))
+    mean, cov = pmt.estimators.weighted_mean_cov(onehot, lw)
+    _, se = weighted_mean(onehot, lw)
+    assert np.allclose(np.diag(cov), se**2)
+    assert np.all(np.abs(cov.sum(axis=1)) < 0.2 * np.diag(cov))
 
 
 def test_optima_joined_only_by_enough_moves_near_the_target():
@@ -87,7 +131,7 @@ def test_assignment_follows_each_optimums_laplace_gaussian():
 def test_untrusted_importance_sampling_falls_back_to_the_draws():
     region = np.array([[0, 0, 1, 1]])
     args = (region, np.array([0, 1]), np.zeros((1, 4)), np.array([0.5, 0.5]),
-            np.array([0.2, 0.2]), np.log([0.7, 0.3]), np.array([0.01, 0.01]))
+            np.array([[0.04, -0.04], [-0.04, 0.04]]), np.log([0.7, 0.3]), np.array([0.01, 0.01]))
     trusted = _combine(*args, np.array([0.1, 0.2]))
     assert trusted.method == "importance sampling" and not trusted.problems
     untrusted = _combine(*args, np.array([0.1, KHAT_LIMIT + 0.2]))
@@ -125,7 +169,7 @@ def test_sample_ct_mode_probability_at_the_defaults_matches_quadrature():
     strata = idata["mode_probabilities"]
     region = idata["sample_stats"]["mode_region"].values
     p, se = stratified_mean(indicator, idata["sample_stats"]["log_weight"].values, region,
-                            strata["probability"].values, strata["standard_error"].values)
+                            strata["probability"].values, strata["covariance"].values)
     assert se[0] < 0.02
     assert abs(p[0] - truth) < K * se[0]
     assert idata.attrs["posterior_reliable"] == check.reliable
