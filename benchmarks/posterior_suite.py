@@ -1,6 +1,6 @@
 """Posterior benchmark: mode probabilities of multimodal models, tempering methods against SMC and NUTS.
 
-What it measures: how much posterior mass each method puts on each mode of ten multimodal
+What it measures: how much posterior mass each method puts on each mode of thirteen multimodal
 models whose mode probabilities are known exactly (quadrature, symmetry or a closed form),
 side by side over seeds. Per run it records the largest error over the modes' probabilities,
 that mode's standard error, every mode's probability, the evidence's ``reliable`` flag, the
@@ -46,9 +46,32 @@ of posterior draws to modes and the exact mode probabilities; ``--check`` prints
     observations with ``a b = 2``, ``a ~ N(0.3, 1)``, ``b ~ N(0, 1)``. Only the product is
     identified, so the posterior lies on the two branches of a hyperbola (``a, b > 0`` or
     ``a, b < 0``). Modes: ``a < 0`` / ``a > 0``. Truth: ``b`` integrated out in closed form
-    (``y | a`` is Gaussian), then 1-D quadrature over ``a``; log Z the same way. (No
-    hierarchical model: none with two well-separated solutions has an exact mode probability
-    this cheaply.)
+    (``y | a`` is Gaussian), then 1-D quadrature over ``a``; log Z the same way.
+``label_switching_3``
+    A three-cluster model as a user writes it: ``w ~ Dirichlet(1, 1, 1)``, ``mu_k ~ N(0, 10^2)``
+    with no ordering, one ``sigma ~ HalfNormal(2)`` and ``y_i ~ NormalMixture(w, mu, sigma)``
+    for 120 observations, 40 each from ``N(-4, 1)``, ``N(0, 1)`` and ``N(4, 1)``. Modes: the
+    3! = 6 orderings of ``mu`` (``mu1<mu2<mu3``, ...); truth 1/6 each by exchangeability (the
+    density is unchanged when the components are permuted). No log Z.
+``periodic_frequency``
+    The frequency of a sinusoid: ``y_t ~ N(a cos(omega t) + b sin(omega t), 0.5^2)``,
+    ``a, b ~ N(0, 1)``, ``omega ~ U(0.5, 8)``, 20 observations at the times ``1, ..., 20``
+    jittered by up to 0.05 (data from ``cos(t + 0.4)``). Sampling at nearly unit intervals
+    aliases the frequency: three narrow lobes (sd about 0.03) near ``omega`` = 1.02, 5.26
+    (``2 pi - 1.02``) and 7.31 (``2 pi + 1.02``), which the jitter weights apart, with
+    side lobes more than 16 nats lower between them. Modes: ``omega < pi`` /
+    ``pi < omega < 2 pi`` / ``omega > 2 pi``. Truth: ``a`` and ``b`` integrated out in closed
+    form (``y | omega`` is Gaussian), then adaptive 1-D quadrature over ``omega`` (about
+    0.534 / 0.273 / 0.193); log Z the same way.
+``hierarchical_bilinear``
+    A hierarchical model with two well-separated solutions: ``y_ij ~ N(a b_j, 1)`` for 8
+    groups of 10 observations, ``b_j ~ N(mu_b, 1)``, ``mu_b ~ N(0, 1)``, ``a ~ N(0.3, 1)``
+    (data from ``a = 1.5``, ``b_j ~ N(0.5, 1)``). Flipping the signs of ``a``, ``mu_b`` and
+    every ``b_j`` leaves the likelihood unchanged and the known group sd fixes ``|a|`` (near
+    1.65), so the posterior has one solution for each sign of ``a``, weighted apart by its
+    prior; at ``a = 0`` the log density is 218 nats below the peaks. Modes: ``a < 0`` /
+    ``a > 0``. Truth: ``mu_b`` and ``b`` integrated out in closed form (``y | a`` is
+    Gaussian), then 1-D quadrature over ``a`` (about 0.259 / 0.741); log Z the same way.
 
 Methods
 -------
@@ -79,7 +102,7 @@ compilation. The wall time is measured inside the case: model build, compilation
 Usage::
 
     .venv/bin/python benchmarks/posterior_suite.py --check       # print the exact probabilities
-    .venv/bin/python benchmarks/posterior_suite.py               # 10 models, 5 methods, 10 seeds
+    .venv/bin/python benchmarks/posterior_suite.py               # 13 models, 5 methods, 10 seeds
     .venv/bin/python benchmarks/posterior_suite.py --problems quickstart,mixture_2d \\
         --methods ct,smc --seeds 3 --resume
     .venv/bin/python benchmarks/posterior_suite.py --report      # the tables from --out
@@ -107,7 +130,8 @@ import harness
 from harness import _fmt
 
 MODELS = ("quickstart", "mixture_2d", "mixture_5d", "mixture_10d", "shells_5d", "shells_20d",
-          "label_switching", "kou_a", "kou_b", "bilinear_regression")
+          "label_switching", "kou_a", "kou_b", "bilinear_regression", "label_switching_3",
+          "periodic_frequency", "hierarchical_bilinear")
 METHODS = ("ct", "gibbs_ct", "pe", "smc", "nuts")
 QUICK_MODELS = ("quickstart", "label_switching")
 DEFAULT_OUT = Path("/tmp/posterior_suite.json")

@@ -13,7 +13,8 @@ Families: :mod:`~pymc_tempering.problems.conjugate`, :mod:`~pymc_tempering.probl
 :mod:`~pymc_tempering.problems.radon`, :mod:`~pymc_tempering.problems.schools`,
 :mod:`~pymc_tempering.problems.mixtures`, :mod:`~pymc_tempering.problems.sign_flip`,
 :mod:`~pymc_tempering.problems.shells`, :mod:`~pymc_tempering.problems.peaks`,
-:mod:`~pymc_tempering.problems.nonlinear`, :mod:`~pymc_tempering.problems.boltzmann`,
+:mod:`~pymc_tempering.problems.nonlinear`, :mod:`~pymc_tempering.problems.periodic`,
+:mod:`~pymc_tempering.problems.hierarchical`, :mod:`~pymc_tempering.problems.boltzmann`,
 :mod:`~pymc_tempering.problems.ergodic`; and :mod:`~pymc_tempering.problems.minibatch`, models
 for the minibatch samplers without an exact truth.
 """
@@ -25,9 +26,11 @@ from pymc_tempering.problems import (
     conjugate,
     ergodic,
     gaussian,
+    hierarchical,
     mixtures,
     nonlinear,
     peaks,
+    periodic,
     radon,
     schools,
     shells,
@@ -81,7 +84,7 @@ __all__ = [
 
 #: The family modules, each with a ``problems()`` that lists its problems.
 FAMILIES = (conjugate, gaussian, radon, schools, mixtures, sign_flip, shells, peaks, nonlinear,
-            boltzmann, ergodic)
+            periodic, hierarchical, boltzmann, ergodic)
 
 #: Every problem by name. Building the records computes nothing: models are built and truths
 #: computed when asked for.

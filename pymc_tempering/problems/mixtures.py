@@ -1,8 +1,10 @@
 """Gaussian mixtures with exact mode probabilities: Kou's 20 components, three-component mixtures
-in 2 to 10 dimensions, label switching, and the tests' small mixtures (log Z = 0)."""
+in 2 to 10 dimensions, label switching with two and three components, and the tests' small
+mixtures (log Z = 0)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from importlib.resources import files
@@ -18,6 +20,7 @@ from pymc_tempering.problems.record import Problem, Truth
 __all__ = [
     "KOU_MOMENTS",
     "N_EXACT_MC",
+    "ORDERINGS_3",
     "TWO_MODES_SEP",
     "bimodal_mixture",
     "four_mode_mixture",
@@ -211,6 +214,38 @@ def _label_switching() -> Problem:
                    modes=("mu1<mu2", "mu1>mu2"), label=label)
 
 
+#: The orderings of the three means of ``label_switching_3``, in its modes' order: ``(i, j, k)``
+#: (indices from 0) is the mode ``mu[i] < mu[j] < mu[k]``, named ``"mu{i+1}<mu{j+1}<mu{k+1}"``.
+ORDERINGS_3 = tuple(itertools.permutations(range(3)))
+
+
+def _label_switching_3() -> Problem:
+    rng = np.random.default_rng(12)
+    y = np.concatenate([rng.normal(m, 1.0, 40) for m in (-4.0, 0.0, 4.0)])
+    code = np.zeros((3, 3, 3), dtype=int)  # code[i, j, k]: the mode mu[i] < mu[j] < mu[k]
+    for k, perm in enumerate(ORDERINGS_3):
+        code[perm] = k
+
+    def build():
+        with pm.Model() as model:
+            w = pm.Dirichlet("w", np.ones(3))
+            mu = pm.Normal("mu", 0.0, 10.0, shape=3)
+            sigma = pm.HalfNormal("sigma", 2.0)
+            pm.NormalMixture("y", w=w, mu=mu, sigma=sigma, observed=y)
+        return model
+
+    def label(draws):
+        order = np.argsort(np.asarray(draws["mu"]), axis=-1)
+        return code[order[..., 0], order[..., 1], order[..., 2]]
+
+    def truth():
+        return Truth(mode_probabilities=np.full(6, 1 / 6))
+
+    return Problem("label_switching_3", "mixtures", build, truth,
+                   "three-component normal mixture fitted to 120 points, exchangeable labels",
+                   modes=tuple("<".join(f"mu{i + 1}" for i in perm) for perm in ORDERINGS_3), label=label)
+
+
 # ---------------------------------------------------------- the tests' mixtures
 def four_mode_mixture():
     """A normalised 2-D mixture of four well-separated Gaussians, weights 0.1/0.2/0.3/0.4.
@@ -254,12 +289,13 @@ def bimodal_mixture(weights=(0.3, 0.7), mus=(-3.0, 3.0), sigma=0.5):
 
 
 def problems() -> list[Problem]:
-    """``mixture_2d``, ``mixture_5d``, ``mixture_10d``, ``kou_a``, ``kou_b`` and
-    ``label_switching``, with their mode probabilities (regions of the nearest component mean
-    in Mahalanobis distance, by Monte Carlo from the exact mixture with :data:`N_EXACT_MC`
-    draws, for the mixtures; 0.5 each by exchangeability for label switching)."""
+    """``mixture_2d``, ``mixture_5d``, ``mixture_10d``, ``kou_a``, ``kou_b``,
+    ``label_switching`` and ``label_switching_3``, with their mode probabilities (regions of the
+    nearest component mean in Mahalanobis distance, by Monte Carlo from the exact mixture with
+    :data:`N_EXACT_MC` draws, for the mixtures; 1/2 and 1/6 each (the orderings of the means,
+    :data:`ORDERINGS_3`) by exchangeability for label switching)."""
     return [_gaussian_mixture(2), _gaussian_mixture(5), _gaussian_mixture(10), _label_switching(),
-            _kou("a"), _kou("b"), *_test_mixtures()]
+            _label_switching_3(), _kou("a"), _kou("b"), *_test_mixtures()]
 
 
 def _test_mixtures() -> list[Problem]:

@@ -8,7 +8,8 @@ from pymc_tempering.problems import FAMILIES, PROBLEMS, Problem, get
 
 #: Problems whose truths are quick (no radon quadrature, no enumeration, no 10^6 draws).
 QUICK = ["conjugate_normal", "gauss_in_box", "eight_schools", "quickstart", "shells_2d",
-         "peaks_2d", "spike_slab_5d_even", "bilinear_regression", "label_switching"]
+         "peaks_2d", "spike_slab_5d_even", "bilinear_regression", "label_switching",
+         "label_switching_3", "periodic_frequency", "hierarchical_bilinear"]
 
 
 def test_every_problem_is_in_one_family_and_named_once():
