@@ -266,7 +266,7 @@ MIN_REGION_DRAWS = 10  # Kish's count below which a region's own spread is not t
 
 
 def stratified_mean(
-    values, log_weight, region, probability, probability_cov
+    values, log_weight, region, probability, probability_cov, substitute=None
 ) -> tuple[np.ndarray, np.ndarray]:
     """A post-stratified weighted mean and its standard error.
 
@@ -291,26 +291,41 @@ def stratified_mean(
     probability : array_like, shape (region,)
     probability_cov : array_like, shape (region, region)
         The covariance of the probabilities' errors.
+    substitute : tuple of (values, log_weight, region), optional
+        Independent weighted draws of some regions (the importance sampling of regions that
+        the chains barely reached), shaped ``(1, n, ...)``, ``(1, n)`` and ``(1, n)``: each
+        region they hold is described by them in place of the chains' draws.
 
     Returns
     -------
     mean, standard_error : ndarray
         Shape ``values.shape[2:]``.
     """
-    log_weight = _as_chain_draw(log_weight)
-    region = np.asarray(region)
-    values = np.asarray(values, dtype=float)
-    seen = [r for r in range(len(probability)) if np.any(region == r)]
+    shape = np.shape(values)[2:]
+    sources = [(_as_chain_draw(log_weight), np.asarray(region),
+                np.asarray(values, dtype=float).reshape(np.shape(values)[:2] + (-1,)))]
+    if substitute is not None:
+        sub_values, sub_lw, sub_region = substitute
+        sub_values = np.asarray(sub_values, dtype=float)
+        sources.append((_as_chain_draw(sub_lw), np.asarray(sub_region),
+                        sub_values.reshape(sub_values.shape[:2] + (-1,))))
+    chosen = {}  # region -> its source: the substitute draws where they hold it
+    for index, (_, reg, _) in enumerate(sources):
+        for r in range(len(probability)):
+            if np.any(reg == r):
+                chosen[r] = index
+    seen = sorted(chosen)
     p = np.asarray(probability, dtype=float)[seen]
     p = p / p.sum()
     cov = np.asarray(probability_cov, dtype=float)[np.ix_(seen, seen)]
-    flat = values.reshape(values.shape[:2] + (-1,))
-    w_all = np.exp(log_weight - np.max(log_weight))
-    pooled_var = np.einsum("cd,cdk->k", w_all, (flat - np.einsum(
-        "cd,cdk->k", w_all, flat) / w_all.sum()) ** 2) / w_all.sum()
+    lw0, _, flat0 = sources[0]
+    w_all = np.exp(lw0 - np.max(lw0))
+    pooled_var = np.einsum("cd,cdk->k", w_all, (flat0 - np.einsum(
+        "cd,cdk->k", w_all, flat0) / w_all.sum()) ** 2) / w_all.sum()
     means, variances = [], []
     for r in seen:
-        lw_r = np.where(region == r, log_weight, -np.inf)
+        lw, reg, flat = sources[chosen[r]]
+        lw_r = np.where(reg == r, lw, -np.inf)
         m, e = weighted_mean(flat, lw_r)
         w = np.exp(lw_r - np.max(lw_r))
         var_r = np.einsum("cd,cdk->k", w, (flat - m) ** 2) / w.sum()
@@ -323,7 +338,6 @@ def stratified_mean(
     mean = np.tensordot(p, means, axes=1)
     centred = means - mean
     var = np.tensordot(p**2, variances, axes=1) + np.einsum("rk,rs,sk->k", centred, cov, centred)
-    shape = values.shape[2:]
     return mean.reshape(shape), np.sqrt(np.maximum(var, 0.0)).reshape(shape)
 
 

@@ -26,15 +26,21 @@ reported, and the draws cannot describe it.
 Proposals
 ---------
 Per region, a defensive mixture: a multivariate t (``T_DOF`` degrees of freedom, the
-region's weighted mean and covariance) with weight ``T_SHARE``, and Gaussian kernels at
-``N_KERNELS`` of the region's weighted draws with Silverman's bandwidth, which follow a curved
-ridge (the branch of a hyperbola) that the t alone misses. A region whose importance weights
-have a Pareto k-hat above ``KHAT_LIMIT`` (:func:`~pymc_tempering.estimators.importance_khat`,
-which counts weights bounded near their mean as light-tailed) makes
-every probability fall back to the draws' shares, after one more try with ``RETRY_GROWTH``
-times the proposal draws (a k-hat from 2,000 draws near the limit is noisy). The masses are
-not compared with those shares: the shares are what is wrong when the chains have moved
-between modes too rarely.
+region's weighted mean and covariance) with weight ``T_SHARE``; t's at each of the region's
+optima with their Laplace covariances, ``LAPLACE_SHARE`` in all, so that an optimum the draws
+rarely reached is still proposed; and Gaussian kernels at ``N_KERNELS`` of the region's
+weighted draws with Silverman's bandwidth, which follow a curved ridge (the branch of a
+hyperbola) that the t alone misses. A region whose importance weights have a Pareto k-hat above
+``KHAT_LIMIT`` (:func:`~pymc_tempering.estimators.importance_khat`, which counts weights
+bounded near their mean as light-tailed) gets ``RETRY_GROWTH`` times the proposal draws more (a
+k-hat from 2,000 draws near the limit is noisy); one still above it makes every probability
+fall back to the draws' shares. The masses are not compared with those shares: the shares are
+what is wrong when the chains have moved between modes too rarely.
+
+Where every region's k-hat is trusted and a probability's standard error is above
+``TARGET_MODE_SE``, the regions get further proposal draws, allocated by their share of the
+probabilities' variance (Neyman allocation: no chain is lengthened), in at most
+``MAX_ALLOCATIONS`` passes and up to ``MAX_REGION_DRAWS`` per region.
 
 Why by hand: PyMC, ArviZ and SciPy give the pieces (the t, PSIS, kernel densities for one
 bandwidth) but no stratified estimator of mode masses from MCMC draws.
@@ -51,17 +57,29 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.special import logsumexp
 
-from pymc_tempering.estimators import KHAT_LIMIT, importance_khat, kish_ess, weighted_mean_cov
+from pymc_tempering.estimators import (
+    KHAT_LIMIT,
+    MIN_REGION_DRAWS,
+    importance_khat,
+    kish_ess,
+    weighted_mean_cov,
+)
 from pymc_tempering.target import Target
 
 __all__ = ["Strata", "stratify", "stratify_by_modes", "assign_optima", "connected_regions", "HOT"]
 
 HOT = 0.9  # inverse temperature above which a draw counts as near the target
+MIN_STRATUM_SHARE = 1e-3  # Laplace share of the mass below which an optimum is no region
 MIN_CROSSINGS = 5  # moves between two optima near the target that join them into one region
 N_PROPOSAL = 2000  # proposal draws per region
 RETRY_GROWTH = 4  # proposal draws of a region's second try, in units of N_PROPOSAL
 N_KERNELS = 1000  # kernels of the proposal's kernel part (fewer where the region has fewer draws)
 T_SHARE = 0.2  # weight of the proposal's t part
+LAPLACE_SHARE = 0.1  # weight of its t's at the region's optima
+TARGET_MODE_SE = 0.01  # the probabilities' standard error that further proposal draws aim at
+MAX_ALLOCATIONS = 2  # passes of further proposal draws
+MAX_REGION_DRAWS = 16 * N_PROPOSAL  # most proposal draws per region
+MAX_MODE_DRAWS = 2000  # proposal draws kept per region the chains barely reached
 CHUNK = 4_000_000  # kernel distances held at once per block of rows (32 MB)
 T_DOF = 5
 
@@ -93,6 +111,11 @@ class Strata(NamedTuple):
         The run's log weights, rescaled so that each region holds ``probability`` of the weight.
     problems : tuple of str
         Why the fallback was taken, or why the probabilities cannot be trusted.
+    mode_draws : tuple of (ndarray, ndarray, ndarray) or None
+        For the regions that the chains barely reached (a Kish count of their weighted draws
+        under ``MIN_REGION_DRAWS``), the proposal draws that fell in them, flat ``(n, ndim)``,
+        their log importance weights ``(n,)`` and their regions ``(n,)`` (at most
+        ``MAX_MODE_DRAWS`` per region): what describes those regions in the weighted summaries.
     """
 
     region: np.ndarray
@@ -108,18 +131,30 @@ class Strata(NamedTuple):
     method: str
     log_weight: np.ndarray
     problems: tuple
+    mode_draws: tuple | None = None
 
 
 def assign_optima(x, points, variances, log_mass) -> np.ndarray:
     """The optimum (index into ``points``) whose diagonal Laplace Gaussian, weighted by
-    ``exp(log_mass)``, is largest at each point of ``x (..., ndim)``."""
+    ``exp(log_mass)``, is largest at each point of ``x (..., ndim)``.
+
+    The squared distances are matrix products, ``x^2 / v - 2 x p / v + p^2 / v`` about the
+    optima's centre (so that the terms stay small), in blocks of rows."""
     x = np.asarray(x, dtype=float)
-    flat = x.reshape(-1, x.shape[-1])
-    var = np.asarray(variances, dtype=float)
-    score = np.empty((flat.shape[0], len(points)))
-    for k, (point, v) in enumerate(zip(np.asarray(points, dtype=float), var, strict=True)):
-        score[:, k] = -0.5 * np.sum((flat - point) ** 2 / v, axis=1) - 0.5 * np.sum(np.log(v))
-    return np.argmax(score + np.asarray(log_mass, dtype=float), axis=1).reshape(x.shape[:-1])
+    points = np.asarray(points, dtype=float)
+    centre = points.mean(axis=0)
+    flat = x.reshape(-1, x.shape[-1]) - centre
+    p = points - centre
+    inverse = 1.0 / np.asarray(variances, dtype=float)
+    offset = (-0.5 * np.sum(p**2 * inverse, axis=1)
+              - 0.5 * np.sum(np.log(variances), axis=1) + np.asarray(log_mass, dtype=float))
+    labels = np.empty(flat.shape[0], dtype=int)
+    rows = max(1, CHUNK // max(len(points), 1))
+    for start in range(0, flat.shape[0], rows):
+        block = flat[start:start + rows]
+        score = -0.5 * (block**2) @ inverse.T + block @ (p * inverse).T + offset
+        labels[start:start + rows] = np.argmax(score, axis=1)
+    return labels.reshape(x.shape[:-1])
 
 
 def connected_regions(labels, hot, n_optima: int, min_crossings: int = MIN_CROSSINGS):
@@ -137,50 +172,55 @@ def connected_regions(labels, hot, n_optima: int, min_crossings: int = MIN_CROSS
     return connected_components(csr_matrix(joined), directed=False)[1]
 
 
-class _Proposal:
-    """The defensive t-and-kernels proposal of one region (module docstring)."""
+def _weighted_cov(x, w) -> tuple[np.ndarray, np.ndarray] | None:
+    """The weighted mean and covariance of draws ``x (n, ndim)`` (``w`` sums to one), made
+    numerically positive definite; None where they are not finite."""
+    ndim = x.shape[1]
+    mean = w @ x
+    cov = (x - mean).T @ ((x - mean) * w[:, None])
+    cov = cov + 1e-6 * np.diag(np.diag(cov)) + 1e-12 * np.eye(ndim)
+    # draws spread over many orders of magnitude leave it numerically indefinite (scipy
+    # takes eigenvalues under about 2e-10 of the largest for zero)
+    values, vectors = np.linalg.eigh(0.5 * (cov + cov.T))
+    if not (np.all(np.isfinite(values)) and values.max() > 0):
+        return None
+    return mean, (vectors * np.maximum(values, 1e-8 * values.max())) @ vectors.T
 
-    def __init__(self, x, w, laplace, rng):
-        ndim = x.shape[1]
-        with np.errstate(divide="ignore"):
-            enough = x.shape[0] and kish_ess(np.log(w)) >= ndim + 2
-        if enough:
-            mean = w @ x
-            cov = (x - mean).T @ ((x - mean) * w[:, None])
-            cov = cov + 1e-6 * np.diag(np.diag(cov)) + 1e-12 * np.eye(ndim)
-            # draws spread over many orders of magnitude leave it numerically indefinite (scipy
-            # takes eigenvalues under about 2e-10 of the largest for zero)
-            values, vectors = np.linalg.eigh(0.5 * (cov + cov.T))
-            cov = (vectors * np.maximum(values, 1e-8 * values.max())) @ vectors.T
-            enough = bool(np.all(np.isfinite(cov)) and values.max() > 0)
-        if not enough:  # too few draws for a covariance: the optimum's Laplace Gaussian
-            mean = x[np.argmax(w)] if x.shape[0] else laplace[0]
-            cov = np.diag(laplace[1])
-        self.t = stats.multivariate_t(loc=mean, shape=cov, df=T_DOF, seed=rng)
-        self.ndim, self.rng = ndim, rng
-        n_k = min(N_KERNELS, x.shape[0]) if enough else 0
-        self.centres = x[rng.choice(x.shape[0], size=n_k, p=w)] if n_k else x[:0]
-        h = (4 / (ndim + 2)) ** (2 / (ndim + 4)) * max(n_k, 1) ** (-2 / (ndim + 4))
-        self.chol = np.linalg.cholesky(h * cov)
-        self.t_share = T_SHARE if n_k else 1.0
+
+class _T:
+    """A multivariate t component (``T_DOF`` degrees of freedom)."""
+
+    def __init__(self, mean, cov, rng):
+        self.dist = stats.multivariate_t(loc=mean, shape=cov, df=T_DOF, seed=rng)
+        self.ndim = len(mean)
 
     def sample(self, n: int) -> np.ndarray:
-        n_t = int(round(n * self.t_share))
-        parts = [np.reshape(self.t.rvs(n_t), (n_t, self.ndim))]
-        if n - n_t:
-            at = self.centres[self.rng.integers(len(self.centres), size=n - n_t)]
-            parts.append(at + self.rng.standard_normal((n - n_t, self.ndim)) @ self.chol.T)
-        return np.concatenate(parts)
+        return np.reshape(self.dist.rvs(n), (n, self.ndim))
 
     def logpdf(self, z) -> np.ndarray:
-        log_t = np.atleast_1d(self.t.logpdf(z))
-        if self.t_share == 1.0:
-            return log_t
-        log_det = np.sum(np.log(np.diag(self.chol))) + 0.5 * self.ndim * np.log(2 * np.pi)
+        return np.atleast_1d(self.dist.logpdf(z))
+
+
+class _Kernels:
+    """Gaussian kernels at draws, with Silverman's bandwidth times their covariance."""
+
+    def __init__(self, centres, cov, rng):
+        self.centres, self.rng = centres, rng
+        n, ndim = centres.shape
+        h = (4 / (ndim + 2)) ** (2 / (ndim + 4)) * n ** (-2 / (ndim + 4))
+        self.chol = np.linalg.cholesky(h * cov)
+
+    def sample(self, n: int) -> np.ndarray:
+        at = self.centres[self.rng.integers(len(self.centres), size=n)]
+        return at + self.rng.standard_normal((n, self.centres.shape[1])) @ self.chol.T
+
+    def logpdf(self, z) -> np.ndarray:
+        ndim = self.centres.shape[1]
+        log_det = np.sum(np.log(np.diag(self.chol))) + 0.5 * ndim * np.log(2 * np.pi)
         # whitened by the kernels' common Cholesky factor, the squared distances are
         # |z|^2 + |c|^2 - 2 z.c: a matrix product per block of rows (bounded memory)
-        whiten = linalg.solve_triangular(self.chol, np.eye(self.ndim), lower=True).T
-        zw, cw = np.asarray(z, dtype=float) @ whiten, self.centres @ whiten
+        whiten = linalg.solve_triangular(self.chol, np.eye(ndim), lower=True).T
+        zw, cw = z @ whiten, self.centres @ whiten
         z2, c2 = np.sum(zw**2, axis=1), np.sum(cw**2, axis=1)
         log_k = np.empty((len(zw), len(cw)))
         rows = max(1, CHUNK // len(cw))
@@ -188,28 +228,96 @@ class _Proposal:
             block = slice(start, start + rows)
             squared = z2[block, None] + c2[None, :] - 2 * zw[block] @ cw.T
             log_k[block] = -0.5 * np.maximum(squared, 0.0) - log_det
-        log_kernels = logsumexp(log_k, axis=1) - np.log(len(self.centres))
-        return np.logaddexp(log_t + np.log(self.t_share), log_kernels + np.log1p(-self.t_share))
+        return logsumexp(log_k, axis=1) - np.log(len(self.centres))
 
 
-def _region_mass(target, proposal, region_of, r, n):
-    """``log Z_r``, its standard error and the Pareto k-hat, from ``n`` proposal draws."""
+class _Proposal:
+    """A mixture of components (``[(weight, component), ...]``, weights summing to one)."""
+
+    def __init__(self, parts, rng):
+        self.parts, self.rng = parts, rng
+
+    @classmethod
+    def defensive(cls, x, w, optima, rng) -> _Proposal:
+        """The defensive proposal of one region (module docstring): a t at the draws'
+        moments, t's at the region's optima with their Laplace covariances, kernels at the
+        draws; the optima's t's alone where the draws are too few for a covariance."""
+        points, covs = optima
+        # every optimum of the region is proposed, whatever the draws saw
+        laplace = [(LAPLACE_SHARE / len(points), _T(pt, c, rng))
+                   for pt, c in zip(points, covs, strict=True)]
+        with np.errstate(divide="ignore"):
+            enough = x.shape[0] and kish_ess(np.log(w)) >= x.shape[1] + 2
+        moments = _weighted_cov(x, w) if enough else None
+        if moments is None:
+            return cls([(1.0 / len(points), t) for _, t in laplace], rng)
+        centres = x[rng.choice(x.shape[0], size=min(N_KERNELS, x.shape[0]), p=w)]
+        kernels = _Kernels(centres, moments[1], rng)
+        return cls([(T_SHARE, _T(*moments, rng))] + laplace
+                   + [(1.0 - T_SHARE - LAPLACE_SHARE, kernels)], rng)
+
+    def adapted(self, z, log_ratio) -> _Proposal | None:
+        """Half this proposal, half a t at the importance-weighted moments of its draws ``z``
+        (their ``log_ratio``, ``-inf`` outside the region): one step of adaptive importance
+        sampling, for a region whose weights had a heavy tail. None without such moments."""
+        inside = np.isfinite(log_ratio)
+        if kish_ess(log_ratio[inside]) < 2:
+            return None
+        w = np.exp(log_ratio[inside] - logsumexp(log_ratio[inside]))
+        moments = _weighted_cov(z[inside], w)
+        if moments is None:
+            return None
+        return _Proposal([(0.5 * share, part) for share, part in self.parts]
+                         + [(0.5, _T(*moments, self.rng))], self.rng)
+
+    def sample(self, n: int) -> np.ndarray:
+        counts = self.rng.multinomial(n, [share for share, _ in self.parts])
+        z = [part.sample(k) for (_, part), k in zip(self.parts, counts, strict=True) if k]
+        return self.rng.permutation(np.concatenate(z))
+
+    def logpdf(self, z) -> np.ndarray:
+        z = np.asarray(z, dtype=float)
+        return logsumexp([np.log(share) + part.logpdf(z) for share, part in self.parts], axis=0)
+
+
+def _log_ratios(target, proposal, region_of, r, n) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` proposal draws ``z`` and ``log p(z) - log g(z)`` there, ``-inf`` outside region
+    ``r``."""
     z = proposal.sample(n)
     inside = region_of(z) == r
     log_ratio = np.full(n, -np.inf)
     if inside.any():
         log_ratio[inside] = target.logp(z[inside]) - proposal.logpdf(z[inside])
     log_ratio[~np.isfinite(log_ratio)] = -np.inf
-    finite = log_ratio[np.isfinite(log_ratio)]
-    if finite.size < 10:
+    return z, log_ratio
+
+
+def _region_mass(log_ratio):
+    """``log Z_r``, its relative standard error and the Pareto k-hat, from the log ratios of
+    :func:`_log_ratios`."""
+    n = log_ratio.size
+    if np.isfinite(log_ratio).sum() < 10:
         return -np.inf, np.inf, np.inf
     log_z = logsumexp(log_ratio) - np.log(n)
     w = np.exp(log_ratio - log_z)
     return float(log_z), float(np.std(w, ddof=1) / np.sqrt(n)), importance_khat(log_ratio)
 
 
+def _extra_draws(p, rel_se, n, target_se) -> np.ndarray:
+    """Proposal draws to add per region so that every probability's standard error falls to
+    ``target_se``: the draws that the largest standard error asks for in all, allocated by
+    each region's share of the probabilities' variance (Neyman: ``n_r`` proportional to
+    ``sqrt(sum_k J_kr^2 v_r)``, ``v_r`` a draw's relative variance)."""
+    jacobian = np.diag(p) - np.outer(p, p)
+    se = np.sqrt(np.diag((jacobian * rel_se**2) @ jacobian.T))
+    total = n.sum() * (se.max() / target_se) ** 2
+    allocation = np.sqrt((jacobian**2).sum(axis=0) * rel_se**2 * n)
+    wanted = total * allocation / allocation.sum()
+    return np.maximum(np.ceil(wanted - n), 0).astype(int)
+
+
 def stratify(
-    target: Target, x, log_weight, hot, points, variances, log_mass, random_seed=None,
+    target: Target, x, log_weight, hot, points, covariances, log_mass, random_seed=None,
     n_proposal: int = N_PROPOSAL,
 ) -> Strata | None:
     """Post-stratify a weighted run by the optima of its base's mode search (module docstring).
@@ -223,13 +331,16 @@ def stratify(
         Their log weights towards the target.
     hot : ndarray of bool, shape (chain, draw)
         Which draws are near the target (for tempering runs, ``beta > HOT``).
-    points, variances : ndarray, shape (k, ndim)
-        The optima and their Laplace variances (diagonals).
+    points : ndarray, shape (k, ndim)
+        The optima.
+    covariances : ndarray, shape (k, ndim, ndim)
+        Their Laplace covariances (the diagonals assign the draws to optima, the full
+        covariances shape the proposals' t's at the optima).
     log_mass : ndarray, shape (k,)
         Their Laplace log masses.
     random_seed : int or numpy.random.Generator, optional
     n_proposal : int
-        Proposal draws per region.
+        Proposal draws per region in the first pass.
 
     Returns
     -------
@@ -237,7 +348,8 @@ def stratify(
         None when the optima form one region (one optimum, or all joined by the chains).
     """
     x, lw = np.asarray(x, dtype=float), np.asarray(log_weight, dtype=float)
-    points, variances = np.asarray(points, dtype=float), np.asarray(variances, dtype=float)
+    points, covs = np.asarray(points, dtype=float), np.asarray(covariances, dtype=float)
+    variances = np.diagonal(covs, axis1=1, axis2=2)
     labels = assign_optima(x, points, variances, log_mass)
     roots = connected_regions(labels, np.asarray(hot, dtype=bool), len(points))
     n_regions = int(roots.max()) + 1
@@ -252,28 +364,77 @@ def stratify(
     def region_of(z):
         return roots[assign_optima(z, points, variances, log_mass)]
 
-    masses = []
+    proposals, draws, ratios = [], [], []
     for r in range(n_regions):
         inside = region == r
-        best = int(np.flatnonzero(roots == r)[np.argmax(np.asarray(log_mass)[roots == r])])
         wr = w[inside] / w[inside].sum() if inside.any() and w[inside].sum() > 0 else w[inside]
-        proposal = _Proposal(x[inside], wr, (points[best], variances[best]), rng)
-        mass = _region_mass(target, proposal, region_of, r, n_proposal)
-        if not mass[2] <= KHAT_LIMIT:  # k-hat is noisy: once more with RETRY_GROWTH times the draws
-            mass = _region_mass(target, proposal, region_of, r, RETRY_GROWTH * n_proposal)
-        masses.append(mass)
+        proposal = _Proposal.defensive(x[inside], wr, (points[roots == r], covs[roots == r]), rng)
+        z, log_ratio = _log_ratios(target, proposal, region_of, r, n_proposal)
+        if not _region_mass(log_ratio)[2] <= KHAT_LIMIT:
+            # a heavy tail, or a noisy k-hat: RETRY_GROWTH times the draws, from the proposal
+            # adapted to its own weighted draws where it can be
+            proposal = proposal.adapted(z, log_ratio) or proposal
+            z, log_ratio = _log_ratios(target, proposal, region_of, r, RETRY_GROWTH * n_proposal)
+        proposals.append(proposal)
+        draws.append(z)
+        ratios.append(log_ratio)
+        if not _region_mass(log_ratio)[2] <= KHAT_LIMIT:
+            break  # the probabilities fall back to the draws: the other regions need no mass
+    masses = [_region_mass(lr) for lr in ratios]
+    masses += [(np.nan, np.nan, np.nan)] * (n_regions - len(masses))  # not tried
     log_z, rel_se, khat = (np.array(v) for v in zip(*masses, strict=True))
-    return _combine(region, roots, lw, draws_p, draws_cov, log_z, rel_se, khat)
+    # more draws where the probabilities' variance is, while every region's k-hat is trusted
+    for _ in range(MAX_ALLOCATIONS):
+        if not (np.all(np.isfinite(log_z)) and np.all(khat <= KHAT_LIMIT)):
+            break
+        n = np.array([lr.size for lr in ratios])
+        extra = np.minimum(_extra_draws(np.exp(log_z - logsumexp(log_z)), rel_se, n,
+                                        TARGET_MODE_SE), MAX_REGION_DRAWS - n)
+        if extra.sum() < 0.1 * n.sum():
+            break
+        for r in np.flatnonzero(extra > 0):
+            z, log_ratio = _log_ratios(target, proposals[r], region_of, r, int(extra[r]))
+            draws[r] = np.concatenate([draws[r], z])
+            ratios[r] = np.concatenate([ratios[r], log_ratio])
+            log_z[r], rel_se[r], khat[r] = _region_mass(ratios[r])
+    strata = _combine(region, roots, lw, draws_p, draws_cov, log_z, rel_se, khat)
+    if strata.method != "importance sampling":
+        return strata
+    # the regions that the chains barely reached are described by their proposal draws
+    few = [r for r in range(n_regions)
+           if not (region == r).any() or kish_ess(lw[region == r]) < MIN_REGION_DRAWS]
+    kept = []
+    for r in few:
+        inside = np.flatnonzero(np.isfinite(ratios[r]))
+        if inside.size > MAX_MODE_DRAWS:
+            inside = np.sort(rng.choice(inside, MAX_MODE_DRAWS, replace=False))
+        kept.append((draws[r][inside], ratios[r][inside], np.full(inside.size, r)))
+    if not kept:
+        return strata
+    z, log_ratio, which = (np.concatenate(v) for v in zip(*kept, strict=True))
+    problems = tuple(q for q in strata.problems if "have no draws" not in q)
+    return strata._replace(mode_draws=(z, log_ratio, which), problems=problems)
 
 
 def stratify_by_modes(target, x, log_weight, hot, modes, random_seed=None) -> Strata | None:
     """:func:`stratify` by the optima of a :class:`~pymc_tempering.Modes` (a base's mode search,
-    with their Laplace variances); None without at least two optima."""
+    with their Laplace covariances) that hold at least ``MIN_STRATUM_SHARE`` of its Laplace
+    mass; None without two such optima. (An optimum 20 nats below the others, a saddle-like
+    bump between label orderings, made a region of no mass whose importance weights had a
+    heavy tail, and every probability fell back to the draws.)"""
     if modes is None or len(modes.points) < 2:
         return None
-    variances = np.diagonal(modes.cov, axis1=1, axis2=2)
-    return stratify(target, x, log_weight, hot, modes.points, variances, modes.log_mass,
-                    random_seed)
+    keep = modes.probabilities >= MIN_STRATUM_SHARE
+    if keep.sum() < 2:
+        return None
+    strata = stratify(target, x, log_weight, hot, modes.points[keep], modes.cov[keep],
+                      modes.log_mass[keep], random_seed)
+    if strata is None:
+        return None
+    index = np.flatnonzero(keep)  # the regions name the optima by their index in ``modes``
+    optima = tuple("+".join(str(index[int(i)]) for i in names.split("+"))
+                   for names in strata.optima)
+    return strata._replace(optima=optima)
 
 
 def _combine(region, roots, lw, draws_p, draws_cov, log_z, rel_se, khat) -> Strata:
@@ -285,12 +446,14 @@ def _combine(region, roots, lw, draws_p, draws_cov, log_z, rel_se, khat) -> Stra
     # Cov(P) = J diag(se^2) J' with J = diag(P) - P P'
     jacobian = np.diag(p) - np.outer(p, p)
     cov = (jacobian * np.where(finite, rel_se, 0.0) ** 2) @ jacobian.T
-    bad = ~finite | (khat > KHAT_LIMIT)
+    tried = ~np.isnan(log_z)  # stratify stops at the first region it cannot trust
+    bad = tried & (~finite | (khat > KHAT_LIMIT))
     unseen = (draws_p == 0) & (p > 0.01) & ~bad
     if bad.any():
         problems.append(
-            f"importance sampling of {int(bad.sum())} of {len(p)} modes was unreliable "
-            f"(Pareto k-hat {np.max(np.where(np.isfinite(khat), khat, np.inf)):.2f} above "
+            f"importance sampling of {int(bad.sum())} of the {int(tried.sum())} modes tried "
+            f"(of {len(p)}) was unreliable (Pareto k-hat "
+            f"{np.max(np.where(np.isfinite(khat[bad]), khat[bad], np.inf)):.2f} above "
             f"{KHAT_LIMIT})"
         )
     method = "importance sampling" if not problems else "draws"

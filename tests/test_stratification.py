@@ -3,6 +3,7 @@
 import numpy as np
 import pymc as pm
 import pytest
+import xarray as xr
 from checks import K, seed
 from scipy import integrate, stats
 
@@ -50,7 +51,7 @@ def test_region_masses_are_exact_whatever_the_draws_shares():
     x = exact_draws([0.1, 0.1, 0.1, 0.1], rng)
     lw = np.zeros(x.shape[:2])
     points = np.array([[MUS[0]], [MUS[1]]])
-    variances = np.array([[SIGMAS[0] ** 2], [SIGMAS[1] ** 2]])
+    variances = np.array([[[SIGMAS[0] ** 2]], [[SIGMAS[1] ** 2]]])
     log_mass = np.log(WEIGHTS)
     strata = stratify(target, x, lw, np.ones(x.shape[:2], bool), points, variances, log_mass,
                       random_seed=seed(2))
@@ -173,3 +174,45 @@ def test_sample_ct_mode_probability_at_the_defaults_matches_quadrature():
     assert se[0] < 0.02
     assert abs(p[0] - truth) < K * se[0]
     assert idata.attrs["posterior_reliable"] == check.reliable
+
+
+def test_a_mode_the_chains_never_reached_is_described_by_its_proposal_draws():
+    """Every chain stays in the heavier mode: the lighter one's mass (0.3) comes from its
+    proposal (the optimum's Laplace t), and so does its shape: the stratification keeps the
+    proposal draws that fell in it, and the weighted summaries, expectations and resamples
+    read them (the mean of x is 0.7 (-4) + 0.3 (3) = -1.9, its sd the mixture's)."""
+    from xarray import DataTree
+
+    from pymc_tempering.results import mode_draws_group, strata_group
+
+    rng = np.random.default_rng(seed(6))
+    target = Target(two_gaussians())
+    x = exact_draws([1.0, 1.0, 1.0, 1.0], rng)
+    lw = np.zeros(x.shape[:2])
+    points = np.array([[MUS[0]], [MUS[1]]])
+    variances = np.array([[[SIGMAS[0] ** 2]], [[SIGMAS[1] ** 2]]])
+    strata = stratify(target, x, lw, np.ones(x.shape[:2], bool), points, variances,
+                      np.log(WEIGHTS), random_seed=seed(7))
+    assert strata.method == "importance sampling" and not strata.problems
+    z, log_ratio, which = strata.mode_draws
+    assert set(which.tolist()) == {1} and len(z) > 1000
+    tree = DataTree.from_dict({
+        "/posterior": xr.Dataset({"x": (("chain", "draw"), x[..., 0])}),
+        "/sample_stats": xr.Dataset({"log_weight": (("chain", "draw"), strata.log_weight),
+                                     "mode_region": (("chain", "draw"), strata.region)}),
+        "/mode_probabilities": strata_group(strata),
+        "/mode_draws": mode_draws_group(target, strata.mode_draws),
+    })
+    tree.attrs = {"method": "continuous_tempering"}
+    p, se = pmt.weighted_expectation(tree, lambda post: post["x"].values > 0)
+    assert abs(p - 0.3) < K * se and se < 0.02
+    mean, se = pmt.weighted_expectation(tree, lambda post: post["x"].values)
+    assert abs(mean - (-1.9)) < K * se
+    summary = pmt.weighted_summary(tree)
+    sd = np.sqrt(sum(w * (s**2 + m**2) for w, m, s in zip(WEIGHTS, MUS, SIGMAS)) - 1.9**2)
+    assert abs(summary.loc["x", "sd"] - sd) < 0.1 * sd
+    resampled = pmt.resample(tree, random_seed=seed(8))["posterior"]["x"].values
+    assert abs(np.mean(resampled > 0) - 0.3) < 0.05
+    # the values at the chains' draws alone cannot reach the mode: it is left out
+    alone, _ = pmt.weighted_expectation(tree, tree["posterior"]["x"].values > 0)
+    assert alone == 0.0
