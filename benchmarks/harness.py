@@ -309,7 +309,13 @@ def read_modes(problem, idata, model, method_name: str) -> dict:
         if method_name.startswith("pe"):
             p, se = weighted_mean(onehot, log_weight)
         else:
-            p, se = pmt.weighted_expectation(idata, onehot)
+            names = [v.name for v in model.free_RVs]
+
+            def indicators(post):  # a function, evaluated at the mode draws too
+                values = {n: post[n].transpose("chain", "draw", ...).values for n in names}
+                return problem.label(values)[..., None] == np.arange(len(problem.modes))
+
+            p, se = pmt.weighted_expectation(idata, indicators)
         out["posterior_reliable"] = idata.attrs.get("posterior_reliable")
         out["posterior_problems"] = str(idata.attrs.get("posterior_problems", ""))[:600]
         if "mode_probabilities" in idata.children:

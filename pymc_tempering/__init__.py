@@ -11,10 +11,8 @@ from pymc_tempering.analysis import (
     log_marginal_likelihood,
     log_normalizing_constant,
     posterior_check,
-    resample,
-    weighted_expectation,
-    weighted_summary,
 )
+from pymc_tempering.summaries import resample, weighted_expectation, weighted_summary
 from pymc_tempering.diagnostics import Diagnosis, diagnose
 from pymc_tempering.bases import (
     Base,

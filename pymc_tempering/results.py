@@ -49,7 +49,7 @@ __all__ = [
     "build_result", "base_group", "check_result", "flat_draws_from_result", "METHOD_VARIABLES",
     "PSEUDO_SAMPLE", "constrained_draws", "draws_to_datatree", "rebuild_posterior", "add_rounds",
     "strata_group", "MODE_REGION", "flat_direction_count", "strata_problems",
-    "strata_table", "PROBLEM", "OTHER_MODE_REGION",
+    "strata_table", "PROBLEM", "require_group", "OTHER_MODE_REGION", "mode_draws_group", "read_mode_draws",
 ]
 
 # The dimension of the regions of a stratified result (the ``mode_probabilities`` group), and
@@ -275,6 +275,17 @@ def check_result(idata) -> None:
     )
 
 
+def require_group(idata, group: str, var: str | None = None) -> None:
+    """Refuse a result without the group ``group`` (and its variable ``var``), saying what to
+    pass instead (``ValueError``)."""
+    check_result(idata)
+    if group not in idata.children or (var is not None and var not in idata[group]):
+        what = f"{group}.{var}" if var else group
+        raise ValueError(
+            f"The result has no {what}; pass a DataTree returned by a pymc_tempering method."
+        )
+
+
 def flat_draws_from_result(idata: DataTree) -> np.ndarray:
     """Flat unconstrained draws ``(chain, draw, ndim)`` of a result that has a ``base`` group."""
     labels = list(idata["base"]["flat_variable"].values)
@@ -394,6 +405,35 @@ def strata_group(strata) -> xr.Dataset:
     ds = xr.Dataset(data, coords={"optima": (MODE_REGION, list(strata.optima))})
     ds.attrs = {"method": strata.method}
     return ds
+
+
+MODE_DRAW_LOG_WEIGHT = "mode_draw_log_weight"
+MODE_DRAW_REGION = "mode_draw_region"
+
+
+def mode_draws_group(target: Target, mode_draws) -> xr.Dataset:
+    """The ``mode_draws`` group of a stratified result, from
+    :attr:`~pymc_tempering.stratification.Strata.mode_draws`: the proposal draws of the regions
+    that the chains barely reached, as one chain of the posterior's variables (constrained,
+    with their dims; :func:`draws_to_datatree`), with their log importance weights
+    (``mode_draw_log_weight``) and regions (``mode_draw_region``). :func:`read_mode_draws`
+    reads it."""
+    z, log_ratio, region = mode_draws
+    ds = draws_to_datatree(target, np.asarray(z, dtype=float)[None])["posterior"].to_dataset()
+    ds[MODE_DRAW_LOG_WEIGHT] = (("chain", "draw"), np.asarray(log_ratio, dtype=float)[None])
+    ds[MODE_DRAW_REGION] = (("chain", "draw"), np.asarray(region, dtype=int)[None])
+    return ds
+
+
+def read_mode_draws(idata) -> tuple[xr.Dataset, np.ndarray, np.ndarray] | None:
+    """A result's ``mode_draws`` (:func:`mode_draws_group`): the draws' variables, log weights
+    and regions, each ``(chain, draw, ...)`` with one chain; None without."""
+    if "mode_draws" not in idata.children:
+        return None
+    ds = idata["mode_draws"].to_dataset()
+    log_weight = ds[MODE_DRAW_LOG_WEIGHT].transpose("chain", "draw").values
+    region = ds[MODE_DRAW_REGION].transpose("chain", "draw").values
+    return ds.drop_vars([MODE_DRAW_LOG_WEIGHT, MODE_DRAW_REGION]), log_weight, region
 
 
 def strata_problems(group) -> list[str]:

@@ -34,9 +34,11 @@ from pymc_tempering.bases.modes import (
     MODE_MAX_ITER,
     N_MODE_STARTS,
     Modes,
+    discover_optima,
     find_modes,
     hessian,
     laplace_cov,
+    modes_from_result,
     search_modes,
 )
 
@@ -49,6 +51,7 @@ __all__ = [
     "PriorDensity",
     "base_from_result",
     "check_base",
+    "discover_optima",
     "estimate_log_zeta",
     "find_modes",
     "fit_base",
@@ -56,6 +59,7 @@ __all__ = [
     "gaussian_logp_graph",
     "hessian",
     "laplace_cov",
+    "modes_from_result",
     "prepare_base",
     "search_modes",
     "widen_base",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pymc as pm
-from scipy import optimize
+from scipy import optimize, stats
 from scipy.special import logsumexp
 
 from pymc_tempering.contract import reproducible
@@ -30,6 +30,8 @@ __all__ = [
     "N_MODE_STARTS",
     "Modes",
     "diagonal_laplace",
+    "discover_optima",
+    "modes_from_result",
     "find_modes",
     "hessian",
     "laplace_cov",
@@ -155,6 +157,21 @@ def search_modes(target: Target, n_starts: int, random_seed, starts=None):
     prior_sd = np.maximum(starts.std(axis=0), 1e-12)
     centre = starts.mean(axis=0)
 
+    kept, ends = _climb_all(target, starts, prior_sd)
+    ends.sort(key=lambda f: -f[0])
+    spikes = _spikes(ends, centre, prior_sd)
+    ends = np.array([x for _, x in ends]).reshape(-1, target.ndim)
+    if not kept:
+        return None, ends, prior_sd, spikes
+    modes = _modes(target, kept)
+    return modes, ends, prior_sd, spikes
+
+
+def _climb_all(target: Target, starts, prior_sd, kept=None):
+    """The L-BFGS runs of the mode search from ``starts``: the distinct converged maxima as
+    ``[log density, point, Laplace covariance, runs that reached it]`` (added to ``kept``, whose
+    entries count the runs that reach them again), and the ends of the runs that did not
+    converge as ``[(log density, point), ...]``."""
     negative = negative_log_density(target)
     optima, ends = [], []
     for start in starts:
@@ -162,7 +179,7 @@ def search_modes(target: Target, n_starts: int, random_seed, starts=None):
         if res is not None:
             (optima if res.success else ends).append((-float(res.fun), res.x))
     optima.sort(key=lambda f: -f[0])
-    kept: list = []  # [log density, point, Laplace covariance, runs that reached it]
+    kept = [] if kept is None else kept
 
     def same(x, within):
         return next((k for k in kept if np.all(np.abs(x - k[1]) < within(k))), None)
@@ -189,23 +206,116 @@ def search_modes(target: Target, n_starts: int, random_seed, starts=None):
             match[3] += 1
         else:
             kept.append([logp, x, cov, 1])
-    ends.sort(key=lambda f: -f[0])
-    spikes = _spikes(ends, centre, prior_sd)
-    ends = np.array([x for _, x in ends]).reshape(-1, target.ndim)
-    if not kept:
-        return None, ends, prior_sd, spikes
-    log_density = np.array([k[0] for k in kept])
-    points = np.array([k[1] for k in kept])
+    return kept, ends
+
+
+def _modes(target: Target, kept) -> Modes:
+    """:class:`Modes` from :func:`_climb_all`'s optima, by decreasing log density."""
+    kept = sorted(kept, key=lambda k: -k[0])
     covs = np.array([k[2] for k in kept])
+    log_density = np.array([k[0] for k in kept])
     log_det = np.array([np.linalg.slogdet(c)[1] for c in covs])
-    modes = Modes(
-        points=points,
+    return Modes(
+        points=np.array([k[1] for k in kept]),
         log_density=log_density,
         log_mass=log_density + 0.5 * target.ndim * LOG_2PI + 0.5 * log_det,
         cov=covs,
         hits=np.array([k[3] for k in kept]),
     )
-    return modes, ends, prior_sd, spikes
+
+
+N_DISCOVERY_STARTS = 32  # optimisations from a run's draws far from every known optimum
+FAR_QUANTILE = 0.999  # a draw is far from an optimum beyond this quantile of its Laplace Gaussian
+MIN_FOUND_SHARE = 1e-3  # Laplace share of the mass below which a found optimum is left out
+
+
+@phase("mode_search")
+def discover_optima(target: Target, x, modes: Modes, random_seed=None) -> Modes:
+    """The optima that a run's draws reached and the mode search did not: ``modes`` with them.
+
+    The draws ``x (..., ndim)`` (flat, of any inverse temperature: hot draws spread over the
+    base, draws near the target sit in the modes) that lie beyond the ``FAR_QUANTILE``
+    ellipsoid of every known optimum's diagonal Laplace Gaussian are the starts, at most
+    ``N_DISCOVERY_STARTS`` of them spread by farthest-point selection; the optimisations run
+    as in :func:`find_modes`, with the draws' spread standing for the prior's. A new maximum
+    whose Laplace share of the mass is at least ``MIN_FOUND_SHARE`` joins, with no ``hits``:
+    these runs start where the known optima are not, so they do not enter the search's
+    Good-Turing estimate (:attr:`Modes.unseen`), which stays that of the search's own runs.
+
+    Returns
+    -------
+    Modes
+        ``modes`` itself when there was nothing to add, else a new :class:`Modes` holding the
+        known optima and the new ones, by decreasing log density.
+
+    Notes
+    -----
+    Measured on Kou's 20-component mixture (a): the search from 32 prior draws found 14
+    optima; with the optima the first run's draws reached, all 20.
+    """
+    flat = np.asarray(x, dtype=float).reshape(-1, target.ndim)
+    flat = flat[np.all(np.isfinite(flat), axis=1)]
+    variances = np.diagonal(modes.cov, axis1=1, axis2=2)
+    d2 = np.full(len(flat), np.inf)
+    for point, v in zip(modes.points, variances, strict=True):
+        d2 = np.minimum(d2, np.sum((flat - point) ** 2 / v, axis=1))
+    candidates = flat[d2 > stats.chi2.ppf(FAR_QUANTILE, target.ndim)]
+    if len(candidates) == 0:
+        return modes
+    spread = np.maximum(flat.std(axis=0), 1e-12)
+    starts = _farthest_points(candidates / spread, N_DISCOVERY_STARTS, random_seed)
+    kept = [[ld, pt, c, int(h)] for ld, pt, c, h in
+            zip(modes.log_density, modes.points, modes.cov, modes.hits, strict=True)]
+    known = len(kept)
+    kept, _ = _climb_all(target, candidates[starts], spread, kept)
+    if len(kept) == known:
+        return modes
+    log_mass = np.array([k[0] + 0.5 * np.linalg.slogdet(k[2])[1] for k in kept])
+    share = np.exp(log_mass - logsumexp(log_mass))
+    found = [k[:3] + [0] for k, s in zip(kept[known:], share[known:], strict=True)
+             if s >= MIN_FOUND_SHARE]
+    if not found:
+        return modes
+    kept = [[ld, pt, c, int(h)] for ld, pt, c, h in
+            zip(modes.log_density, modes.points, modes.cov, modes.hits, strict=True)]
+    return _modes(target, kept + found)
+
+
+def modes_from_result(result, known: Modes | None = None) -> Modes | None:
+    """The optima a continuous tempering result's ``base`` group holds (the base's mode search
+    and those its run found, :func:`discover_optima`), as :class:`Modes`; ``None`` without.
+
+    The group keeps the diagonals of the Laplace covariances; an optimum that is one of
+    ``known``'s points gets ``known``'s full covariance back.
+    """
+    group = result["base"]
+    if "mode_point" not in group:
+        return None
+    points = group["mode_point"].values
+    cov = np.array([np.diag(v) for v in group["mode_variance"].values])
+    if known is not None:
+        for i, point in enumerate(points):
+            same = np.flatnonzero(np.all(known.points == point, axis=1))
+            if same.size:
+                cov[i] = known.cov[same[0]]
+    return Modes(points=points, log_density=group["mode_log_density"].values,
+                 log_mass=group["mode_log_mass"].values, cov=cov,
+                 hits=group["mode_hits"].values.astype(int))
+
+
+def _farthest_points(points, n: int, random_seed) -> np.ndarray:
+    """Indices of at most ``n`` of ``points`` spread out: a random first one, then each the
+    farthest from those chosen."""
+    rng = np.random.default_rng(random_seed)
+    chosen = [int(rng.integers(len(points)))]
+    d2 = np.sum((points - points[chosen[0]]) ** 2, axis=1)
+    while len(chosen) < min(n, len(points)):
+        nxt = int(np.argmax(d2))
+        if d2[nxt] == 0:
+            break
+        chosen.append(nxt)
+        d2 = np.minimum(d2, np.sum((points - points[nxt]) ** 2, axis=1))
+    return np.array(chosen)
 
 
 SPIKE_PRIOR_Z = 4.0  # prior sds from the prior draws' mean at which an end of the search is a spike

@@ -10,12 +10,18 @@ within a budget of runs and of time. Every run is one
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import numpy as np
 
-from pymc_tempering.bases import Base, base_from_result, estimate_log_zeta, widen_base
+from pymc_tempering.bases import (
+    Base,
+    base_from_result,
+    estimate_log_zeta,
+    modes_from_result,
+    widen_base,
+)
 from pymc_tempering.checks import NOT_REFIT  # the failed checks that no refit of the base mends
 from pymc_tempering.contract import check_bootstrap, check_extension_args, split_seed, warn
 from pymc_tempering.diagnostics import MISSED_MASS_LIMIT, diagnose, missed_modes, precision_goal
@@ -86,6 +92,17 @@ def _record(result, kind, log_zeta, target_accept, refit) -> dict:
     }
 
 
+def _with_found_optima(base, result):
+    """The base with the optima that its run found and its mode search did not
+    (:func:`~pymc_tempering.bases.discover_optima`, in the result's ``base`` group)."""
+    if base.modes is None:
+        return base
+    modes = modes_from_result(result, known=base.modes)
+    if modes is None or np.array_equal(modes.hits, base.modes.hits) and len(modes) == len(base.modes):
+        return base
+    return replace(base, modes=modes)
+
+
 def _missed(result, base):
     """Which optima of the base's mode search the result missed, or None when none was."""
     if base.modes is None or "mode_point" not in result["base"]:
@@ -109,11 +126,19 @@ def _refit(target, result, base, zeta_seed):
     return base, log_zeta, refit
 
 
-def _widen(target, base, log_zeta, missed, zeta_seed):
-    """The base widened to the missed optima; the run's estimate lacks their mass, which the
-    widened base's importance-sampling estimate may see."""
+def _widen(target, result, base, log_zeta, missed, zeta_seed):
+    """The base widened to the missed optima, and the largest of ``log_zeta``, the run's own
+    estimate (when it saw both ends of beta) and the widened base's importance-sampling
+    estimate: all lower bounds, the run's lacking the missed optima's mass. Measured on the
+    22-unit Boltzmann relaxations: ``log_zeta`` kept at the first base's estimate stayed 2 to 4
+    nats below log Z through the extensions, beta piled up at 1 (64% of the draws above 0.95)
+    and the runs made 0.2 passages between the ends per 1000 gradients, against 1.1 to 1.5
+    with ``log_zeta`` at log Z."""
     base = widen_base(base, missed)
-    return base, max(log_zeta, estimate_log_zeta(target, base, random_seed=zeta_seed))
+    log_zeta = max(log_zeta, estimate_log_zeta(target, base, random_seed=zeta_seed))
+    if _both_ends(result):
+        log_zeta = max(log_zeta, float(result.attrs["log_marginal_likelihood"]))
+    return base, log_zeta
 
 
 DRAWS_GROWTH = 4.0  # most growth of the draws per extension for target_se
@@ -149,7 +174,7 @@ def _extension(target, result, base, log_zeta, draws, target_accept, target_se, 
     missed = _missed(result, base)
     others = failed - NOT_REFIT
     if missed is not None:
-        base, log_zeta = _widen(target, base, log_zeta, missed, zeta_seed)
+        base, log_zeta = _widen(target, result, base, log_zeta, missed, zeta_seed)
         reasons.append("a missed mode")
     elif others or imprecise:
         base, log_zeta, refit = _refit(target, result, base, zeta_seed)
@@ -222,12 +247,13 @@ def run_with_bootstrap(
         result = run_extended(
             sampling, Tempering(base, log_zeta), size, size, round_seed, accept
         )
+        base = _with_found_optima(base, result)
         missed = _missed(result, base)
         old_zeta = log_zeta
         base, log_zeta, refit = _refit(target, result, base, zeta_seed)
         rounds.append(_record(result, "bootstrap", old_zeta, accept, refit))
         if missed is not None:
-            base, log_zeta = _widen(target, base, log_zeta, missed, zeta_seed)
+            base, log_zeta = _widen(target, result, base, log_zeta, missed, zeta_seed)
     run_seed, *extension_seeds = split_seed(final_seed, 2 * int(policy.max_extensions) + 1)
     began = time.perf_counter()
     result = run_extended(
@@ -236,6 +262,7 @@ def run_with_bootstrap(
     seconds = time.perf_counter() - began
     stopped = None
     for run_seed, zeta_seed in zip(extension_seeds[::2], extension_seeds[1::2], strict=True):
+        base = _with_found_optima(base, result)
         nxt = _extension(target, result, base, log_zeta, draws, accept, policy.target_se, zeta_seed)
         if nxt is None:
             break
@@ -249,9 +276,7 @@ def run_with_bootstrap(
         rounds.append(_record(result, kind, log_zeta, accept, nxt.refit))
         base, log_zeta, draws, accept = nxt.base, nxt.log_zeta, nxt.draws, nxt.target_accept
         began = time.perf_counter()
-        result = run_extended(
-        sampling, Tempering(base, log_zeta), draws, tune, run_seed, accept
-    )
+        result = run_extended(sampling, Tempering(base, log_zeta), draws, tune, run_seed, accept)
         seconds = time.perf_counter() - began
     add_rounds(result, rounds, {
         "bootstrap": int(policy.bootstrap),

@@ -12,13 +12,14 @@ is the model's (unnormalised) density, ``q`` a normalised base and ``zeta`` an a
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
 import pymc as pm
 from scipy.special import expit, logsumexp
 
-from pymc_tempering.bases import Base, check_base, gaussian_logp_graph
+from pymc_tempering.bases import Base, check_base, discover_optima, gaussian_logp_graph
 from pymc_tempering.bases.densities import ELEMENTWISE_MAX_DIM
 from pymc_tempering.contract import split_seed
 from pymc_tempering.coverage import COVERAGE, coverage_group, mass_beyond_draws
@@ -32,6 +33,7 @@ from pymc_tempering.results import (
     base_group,
     build_result,
     flat_direction_count,
+    mode_draws_group,
     rebuild_posterior,
     strata_group,
 )
@@ -160,7 +162,9 @@ def ct_result(
     (constrained, with their dims), the transformed value variables under their value names,
     ``inverse_temperature`` and, for joint tempering, ``temperature_control``.
 
-    With several optima in the base's mode search, the weights are post-stratified by them
+    The optima of the base's mode search are joined by those the draws reached and the search
+    did not (:func:`~pymc_tempering.bases.discover_optima`); the ``base`` group holds them all.
+    With several optima, the weights are post-stratified by them
     (:func:`~pymc_tempering.stratification.stratify_by_modes`, seeded by ``random_seed``); the
     ``mode_probabilities`` group and ``sample_stats.mode_region`` then hold the modes.
     """
@@ -176,6 +180,9 @@ def ct_result(
     if any(f.complete for f in funnels):
         correction = logsumexp(log_w1 + log_factor) - logsumexp(log_w1)
         attrs = {**attrs, "funnel_correction": float(correction)}
+    if base.modes is not None:  # the optima the draws reached and the mode search did not
+        base = replace(base, modes=discover_optima(
+            target, x, base.modes, split_seed(random_seed, 1)[0]))
     groups = {"base": base_group(target, base.mean, np.diag(base.cov), base.modes, funnels)}
     stats_ = {"log_base_weight": log_w0}
     hot = temperature[INVERSE_TEMPERATURE] > HOT
@@ -183,6 +190,8 @@ def ct_result(
     if strata is not None:
         log_w1 = strata.log_weight
         groups["mode_probabilities"] = strata_group(strata)
+        if strata.mode_draws is not None:
+            groups["mode_draws"] = mode_draws_group(target, strata.mode_draws)
         stats_["mode_region"] = strata.region
     # mass at scales the base never reached (a spike's slab), against the final weights
     beyond = mass_beyond_draws(target, x, log_w1, lml[0], base, random_seed)

@@ -86,3 +86,40 @@ def test_a_mode_search_that_keeps_finding_new_optima_makes_the_run_unreliable():
     assert not checks.loc["unseen_optima", "ok"]
     lml = pmt.log_marginal_likelihood(idata)
     assert not lml.reliable and any("mode search is far from complete" in p for p in lml.problems)
+
+
+def four_peaks() -> pm.Model:
+    """``x`` in 2-D with the density of four unit Gaussians at (+-6, +-6), weights 0.4, 0.3,
+    0.2, 0.1 (a potential on a flat prior)."""
+    centres = np.array([[-6.0, -6.0], [6.0, 6.0], [-6.0, 6.0], [6.0, -6.0]])
+    weights = np.array([0.4, 0.3, 0.2, 0.1])
+    with pm.Model() as model:
+        x = pm.Flat("x", shape=2)
+        parts = [np.log(w) - 0.5 * pm.math.sum((x - c) ** 2) for w, c in zip(weights, centres, strict=True)]
+        pm.Potential("peaks", pm.math.logsumexp(pm.math.stack(parts)))
+    return model, centres, weights
+
+
+def test_discover_optima_adds_the_optima_that_draws_reached_and_the_search_did_not():
+    """A search from starts near two of four peaks finds those two; draws from all four (as a
+    tempering run's reach them) give the other two, with their Laplace masses and no hits
+    (the search's Good-Turing estimate is its own); draws near the known optima give the same
+    Modes back."""
+    from pymc_tempering.bases import discover_optima
+
+    model, centres, weights = four_peaks()
+    target = Target(model)
+    rng = np.random.default_rng(seed(81))
+    near_two = np.concatenate([c + rng.normal(0, 0.5, (8, 2)) for c in centres[:2]])
+    known = find_modes(target, starts=near_two)
+    assert len(known) == 2
+    draws = np.concatenate([c + rng.normal(0, 1, (500, 2)) for c in centres])[None]
+    found = discover_optima(target, draws, known, random_seed=seed(82))
+    assert len(found) == 4
+    order = np.lexsort((found.points[:, 1], found.points[:, 0]))
+    expected = np.lexsort((centres[:, 1], centres[:, 0]))
+    np.testing.assert_allclose(found.points[order], centres[expected], atol=1e-3)
+    np.testing.assert_allclose(found.probabilities[order], weights[expected], atol=1e-6)
+    assert found.hits.sum() == known.hits.sum() and found.unseen == known.unseen
+    near = np.concatenate([c + rng.normal(0, 1, (500, 2)) for c in centres[:2]])[None]
+    assert discover_optima(target, near, known, random_seed=seed(83)) is known
