@@ -44,7 +44,9 @@ def mode_of(x: np.ndarray) -> np.ndarray:
 def mode_masses(idata) -> np.ndarray:
     """Weighted posterior mass of each mode and its MCSE, shape ``(4, 2)``
     (:func:`pymc_tempering.weighted_expectation`: stratified by the modes where the result is)."""
-    x = idata["posterior"]["x"].transpose("chain", "draw", ...).values
-    return np.array(
-        [pmt.weighted_expectation(idata, mode_of(x) == k) for k in range(len(MEANS))], dtype=float
-    )
+    def indicators(posterior):
+        x = posterior["x"].transpose("chain", "draw", ...).values
+        return mode_of(x)[..., None] == np.arange(len(MEANS))
+
+    mean, se = pmt.weighted_expectation(idata, indicators)
+    return np.stack([mean, se], axis=1)

@@ -57,8 +57,7 @@ print("per chain:", np.round(lml.per_chain, 3))
 
 # Each mode's probability is its importance-sampled mass (the weights are post-stratified by
 # the modes the search found), so it does not rest on the chains' few moves between modes.
-positive = idata["posterior"]["theta"].values > 0
-p_pos, p_se = pmt.weighted_expectation(idata, positive)
+p_pos, p_se = pmt.weighted_expectation(idata, lambda posterior: posterior["theta"].values > 0)
 print(f"P(theta > 0): {p_pos:.3f} ± {p_se:.3f}   (quadrature: {exact_p_pos:.3f})")
 check = pmt.posterior_check(idata)
 print("posterior reliable:", check.reliable, check.problems)

@@ -34,6 +34,7 @@ __all__ = [
     "weighted_mean",
     "weighted_mean_cov",
     "stratified_mean",
+    "pooled_weights",
     "log_marginal_likelihood_ct",
     "kish_ess",
     "psis_khat",
@@ -339,6 +340,37 @@ def stratified_mean(
     centred = means - mean
     var = np.tensordot(p**2, variances, axes=1) + np.einsum("rk,rs,sk->k", centred, cov, centred)
     return mean.reshape(shape), np.sqrt(np.maximum(var, 0.0)).reshape(shape)
+
+
+def pooled_weights(log_weight, region, probability, sub_log_weight, sub_region):
+    """The normalised weights of a stratified run's draws and of its mode draws: each region
+    holds its probability, carried by the mode draws where they hold the region (its chains'
+    draws then weigh nothing) and by its chains' draws elsewhere.
+
+    Parameters
+    ----------
+    log_weight, region : array_like, same shape
+        The chains' draws' log weights and regions.
+    probability : array_like, shape (region,)
+    sub_log_weight, sub_region : array_like, same shape
+        The mode draws' log importance weights and regions.
+
+    Returns
+    -------
+    weights, sub_weights : ndarray
+        Shaped as the inputs, summing to one together.
+    """
+    lw, sub_lw = np.asarray(log_weight, dtype=float), np.asarray(sub_log_weight, dtype=float)
+    region, sub_region = np.asarray(region), np.asarray(sub_region)
+    w, sub_w = np.exp(lw - lw.max()), np.exp(sub_lw - sub_lw.max())
+    for r, p_r in enumerate(np.asarray(probability, dtype=float)):
+        held_by_sub = np.any(sub_region == r)
+        source, held = (sub_w, sub_region == r) if held_by_sub else (w, region == r)
+        (w if held_by_sub else sub_w)[(region if held_by_sub else sub_region) == r] = 0.0
+        total = source[held].sum()
+        source[held] = p_r * source[held] / total if total > 0 else 0.0
+    total = w.sum() + sub_w.sum()
+    return w / total, sub_w / total
 
 
 def beyond_edge(u, edge: float, inner: float) -> np.ndarray:

@@ -112,10 +112,13 @@ class Strata(NamedTuple):
     problems : tuple of str
         Why the fallback was taken, or why the probabilities cannot be trusted.
     mode_draws : tuple of (ndarray, ndarray, ndarray) or None
-        For the regions that the chains barely reached (a Kish count of their weighted draws
-        under ``MIN_REGION_DRAWS``), the proposal draws that fell in them, flat ``(n, ndim)``,
-        their log importance weights ``(n,)`` and their regions ``(n,)`` (at most
-        ``MAX_MODE_DRAWS`` per region): what describes those regions in the weighted summaries.
+        For the regions whose proposal draws are worth more than the chains' draws in them
+        (Kish's count of the importance weights against the chains' effective count, the lesser
+        of Kish's and that of the region's share, which counts the autocorrelation of the
+        visits; always below ``MIN_REGION_DRAWS``), the proposal draws that fell in them, flat
+        ``(n, ndim)``, their log importance weights ``(n,)`` and their regions ``(n,)`` (at
+        most ``MAX_MODE_DRAWS`` per region): what describes those regions in the weighted
+        summaries.
     """
 
     region: np.ndarray
@@ -400,15 +403,20 @@ def stratify(
     strata = _combine(region, roots, lw, draws_p, draws_cov, log_z, rel_se, khat)
     if strata.method != "importance sampling":
         return strata
-    # the regions that the chains barely reached are described by their proposal draws
-    few = [r for r in range(n_regions)
-           if not (region == r).any() or kish_ess(lw[region == r]) < MIN_REGION_DRAWS]
+    # a region is described by its proposal draws where they are worth more draws than the
+    # chains' own in it (the chains' count: Kish's, and that of their share's error, which
+    # counts the visits' autocorrelation)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share_ess = draws_p * (1 - draws_p) / np.diag(draws_cov)
     kept = []
-    for r in few:
+    for r in range(n_regions):
         inside = np.flatnonzero(np.isfinite(ratios[r]))
         if inside.size > MAX_MODE_DRAWS:
             inside = np.sort(rng.choice(inside, MAX_MODE_DRAWS, replace=False))
-        kept.append((draws[r][inside], ratios[r][inside], np.full(inside.size, r)))
+        chains = 0.0 if not (region == r).any() else min(
+            kish_ess(lw[region == r]), np.nan_to_num(share_ess[r], nan=0.0))
+        if chains < MIN_REGION_DRAWS or kish_ess(ratios[r][inside]) > chains:
+            kept.append((draws[r][inside], ratios[r][inside], np.full(inside.size, r)))
     if not kept:
         return strata
     z, log_ratio, which = (np.concatenate(v) for v in zip(*kept, strict=True))

@@ -24,7 +24,7 @@ from scipy.special import logsumexp
 from xarray import DataTree
 
 from pymc_tempering.contract import split_seed
-from pymc_tempering.estimators import kish_ess, stratified_mean, weighted_mean
+from pymc_tempering.estimators import kish_ess, pooled_weights, stratified_mean, weighted_mean
 from pymc_tempering.results import (
     METHOD_VARIABLES,
     PSEUDO_SAMPLE,
@@ -213,26 +213,16 @@ def _expectation(idata: DataTree, values: np.ndarray, lw: np.ndarray, sub=None):
 
 
 def _pooled_weights(idata: DataTree, lw: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """The normalised weights of a result's draws and of its ``mode_draws`` (None without):
-    each region of a stratified result holds its probability, carried by its mode draws where
-    it has them (its chains' draws then weigh nothing)."""
-    w = np.exp(lw - lw.max())
+    """The normalised weights of a result's draws and of its ``mode_draws`` (None without;
+    :func:`~pymc_tempering.estimators.pooled_weights`)."""
     mode_draws = read_mode_draws(idata)
     if mode_draws is None or "mode_region" not in idata["sample_stats"]:
+        w = np.exp(lw - lw.max())
         return w / w.sum(), None
     _, sub_lw, sub_region = mode_draws
     region = idata["sample_stats"]["mode_region"].transpose("chain", "draw").values
     probability = idata["mode_probabilities"]["probability"].values
-    sub_w = np.exp(sub_lw - sub_lw.max())
-    w, sub_w = w.astype(float).copy(), sub_w.astype(float).copy()
-    for r, p_r in enumerate(probability):
-        source, other = (sub_w, w) if np.any(sub_region == r) else (w, sub_w)
-        held = (sub_region if source is sub_w else region) == r
-        other[(region if other is w else sub_region) == r] = 0.0
-        total = source[held].sum()
-        source[held] = p_r * source[held] / total if total > 0 else 0.0
-    total = w.sum() + sub_w.sum()
-    return w / total, sub_w / total
+    return pooled_weights(lw, region, probability, sub_lw, sub_region)
 
 
 def weighted_summary(

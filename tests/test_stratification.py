@@ -179,8 +179,8 @@ def test_sample_ct_mode_probability_at_the_defaults_matches_quadrature():
 def test_a_mode_the_chains_never_reached_is_described_by_its_proposal_draws():
     """Every chain stays in the heavier mode: the lighter one's mass (0.3) comes from its
     proposal (the optimum's Laplace t), and so does its shape: the stratification keeps the
-    proposal draws that fell in it, and the weighted summaries, expectations and resamples
-    read them (the mean of x is 0.7 (-4) + 0.3 (3) = -1.9, its sd the mixture's)."""
+    proposal draws that fell in it (and in any region they describe better than the chains'
+    draws), and the weighted summaries, expectations and resamples read them (the mean of x is 0.7 (-4) + 0.3 (3) = -1.9, its sd the mixture's)."""
     from xarray import DataTree
 
     from pymc_tempering.results import mode_draws_group, strata_group
@@ -195,7 +195,7 @@ def test_a_mode_the_chains_never_reached_is_described_by_its_proposal_draws():
                       np.log(WEIGHTS), random_seed=seed(7))
     assert strata.method == "importance sampling" and not strata.problems
     z, log_ratio, which = strata.mode_draws
-    assert set(which.tolist()) == {1} and len(z) > 1000
+    assert 1 in set(which.tolist()) and np.sum(which == 1) > 1000
     tree = DataTree.from_dict({
         "/posterior": xr.Dataset({"x": (("chain", "draw"), x[..., 0])}),
         "/sample_stats": xr.Dataset({"log_weight": (("chain", "draw"), strata.log_weight),

@@ -29,6 +29,7 @@ from pymc_tempering.bases.densities import (
 )
 from pymc_tempering.bases.modes import (
     MODE_SEARCH_GROWTH,
+    SEARCH_GROWTH_UNSEEN,
     N_MODE_STARTS,
     Modes,
     diagonal_laplace,
@@ -36,7 +37,6 @@ from pymc_tempering.bases.modes import (
     search_modes,
 )
 from pymc_tempering.contract import reproducible, split_seed, warn
-from pymc_tempering.diagnostics import UNSEEN_OPTIMA_LIMIT
 from pymc_tempering.target import Target, target_of
 from pymc_tempering.timing import phase
 
@@ -91,9 +91,9 @@ def fit_base(
           optimiser (then without the schedule and the stop), or ``callbacks``.
         - ``"mixture"`` (section 6 of the CT paper): a mode search first
           (:func:`find_modes`: L-BFGS from 32 prior draws, the distinct converged maxima with
-          their Laplace masses; repeated from 128 when more than half of the converged runs
+          their Laplace masses; repeated from 128 when more than 5% of the converged runs
           reached an optimum that no other run reached, a Good-Turing chance of a new optimum
-          above 0.5, as on a Boltzmann relaxation); then mean-field ADVI runs from the
+          above 0.05, as on a Boltzmann relaxation or Kou's 20 components); then mean-field ADVI runs from the
           ``n_fits`` most dispersed optima (one run when it found one), the other optima joining
           as their Laplace Gaussians; each run starts at the widths of its optimum's Laplace
           Gaussian. Where no run of the search converged (a centred hierarchical model's spike,
@@ -262,16 +262,15 @@ def _fit_mixture(
 def _complete_search(target: Target, mode_seed):
     """The mode search (:func:`~pymc_tempering.bases.modes.search_modes`) from
     ``N_MODE_STARTS`` prior draws, repeated from ``MODE_SEARCH_GROWTH`` times as many when the
-    first is far from complete (its Good-Turing chance of an unseen optimum above
-    ``UNSEEN_OPTIMA_LIMIT``)."""
+    first may be incomplete (its Good-Turing chance of an unseen optimum above
+    ``SEARCH_GROWTH_UNSEEN``)."""
     modes, ends, prior_sd, spikes = search_modes(target, N_MODE_STARTS, mode_seed)
-    if modes is not None and modes.unseen > UNSEEN_OPTIMA_LIMIT:
-        # Far from complete: the target has many more optima than the search found, and a
-        # base moment-matched to a few of them misses the mass of the others. Measured on the
-        # 22-unit Boltzmann relaxations (five machines, four seeds each, the proper-prior form
-        # of evidence_calibration.py): 128 starts instead of 32 cut the RMSE of sample_ct's
-        # log Z from 0.32 to 0.17 nats, in the same time. The runs stay unreliable
-        # (unseen_optima).
+    if modes is not None and modes.unseen > SEARCH_GROWTH_UNSEEN:
+        # The target may have more optima than the search found, and a base moment-matched to
+        # a few of them misses the mass of the others. Measured on the 22-unit Boltzmann
+        # relaxations (five machines, four seeds each, the proper-prior form of
+        # evidence_calibration.py): 128 starts instead of 32 cut the RMSE of sample_ct's log Z
+        # from 0.32 to 0.17 nats, in the same time.
         modes, ends, prior_sd, spikes = search_modes(
             target, MODE_SEARCH_GROWTH * N_MODE_STARTS, mode_seed
         )
