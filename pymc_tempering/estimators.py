@@ -293,9 +293,10 @@ def stratified_mean(
     probability_cov : array_like, shape (region, region)
         The covariance of the probabilities' errors.
     substitute : tuple of (values, log_weight, region), optional
-        Independent weighted draws of some regions (the importance sampling of regions that
-        the chains barely reached), shaped ``(1, n, ...)``, ``(1, n)`` and ``(1, n)``: each
-        region they hold is described by them in place of the chains' draws.
+        Independent weighted draws of the regions (their importance sampling), shaped
+        ``(1, n, ...)``, ``(1, n)`` and ``(1, n)``: a region's mean from them and its mean
+        from the chains' draws are combined by inverse variance (a region the chains did not
+        reach has theirs alone).
 
     Returns
     -------
@@ -310,12 +311,7 @@ def stratified_mean(
         sub_values = np.asarray(sub_values, dtype=float)
         sources.append((_as_chain_draw(sub_lw), np.asarray(sub_region),
                         sub_values.reshape(sub_values.shape[:2] + (-1,))))
-    chosen = {}  # region -> its source: the substitute draws where they hold it
-    for index, (_, reg, _) in enumerate(sources):
-        for r in range(len(probability)):
-            if np.any(reg == r):
-                chosen[r] = index
-    seen = sorted(chosen)
+    seen = [r for r in range(len(probability)) if any(np.any(reg == r) for _, reg, _ in sources)]
     p = np.asarray(probability, dtype=float)[seen]
     p = p / p.sum()
     cov = np.asarray(probability_cov, dtype=float)[np.ix_(seen, seen)]
@@ -325,16 +321,12 @@ def stratified_mean(
         "cd,cdk->k", w_all, flat0) / w_all.sum()) ** 2) / w_all.sum()
     means, variances = [], []
     for r in seen:
-        lw, reg, flat = sources[chosen[r]]
-        lw_r = np.where(reg == r, lw, -np.inf)
-        m, e = weighted_mean(flat, lw_r)
-        w = np.exp(lw_r - np.max(lw_r))
-        var_r = np.einsum("cd,cdk->k", w, (flat - m) ** 2) / w.sum()
-        n_r = kish_ess(lw_r[np.isfinite(lw_r)])
-        if n_r < MIN_REGION_DRAWS:
-            var_r = np.maximum(var_r, pooled_var)
-        means.append(m)
-        variances.append(np.maximum(e**2, var_r / n_r))
+        # each source's mean of the region, combined by inverse variance where both hold it
+        estimates = [_region_mean(flat, np.where(reg == r, lw, -np.inf), pooled_var)
+                     for lw, reg, flat in sources if np.any(reg == r)]
+        precision = sum(1.0 / v for _, v in estimates)
+        means.append(sum(m / v for m, v in estimates) / precision)
+        variances.append(1.0 / precision)
     means, variances = np.array(means), np.array(variances)
     mean = np.tensordot(p, means, axes=1)
     centred = means - mean
@@ -342,10 +334,25 @@ def stratified_mean(
     return mean.reshape(shape), np.sqrt(np.maximum(var, 0.0)).reshape(shape)
 
 
+def _region_mean(flat, lw_r, pooled_var):
+    """A region's weighted mean of ``flat (chain, draw, k)`` (``lw_r`` is ``-inf`` outside
+    it) and its variance, at least the region's weighted variance over its Kish count (the
+    run's variance for fewer than ``MIN_REGION_DRAWS`` such draws): see
+    :func:`stratified_mean`."""
+    m, e = weighted_mean(flat, lw_r)
+    w = np.exp(lw_r - np.max(lw_r))
+    var_r = np.einsum("cd,cdk->k", w, (flat - m) ** 2) / w.sum()
+    n_r = kish_ess(lw_r[np.isfinite(lw_r)])
+    if n_r < MIN_REGION_DRAWS:
+        var_r = np.maximum(var_r, pooled_var)
+    return m, np.maximum(np.maximum(e**2, var_r / n_r), 1e-300)
+
+
 def pooled_weights(log_weight, region, probability, sub_log_weight, sub_region):
     """The normalised weights of a stratified run's draws and of its mode draws: each region
-    holds its probability, carried by the mode draws where they hold the region (its chains'
-    draws then weigh nothing) and by its chains' draws elsewhere.
+    holds its probability, shared between its chains' draws and its mode draws in proportion
+    to their Kish counts (its mode draws alone where the chains' are fewer than
+    ``MIN_REGION_DRAWS``).
 
     Parameters
     ----------
@@ -364,11 +371,14 @@ def pooled_weights(log_weight, region, probability, sub_log_weight, sub_region):
     region, sub_region = np.asarray(region), np.asarray(sub_region)
     w, sub_w = np.exp(lw - lw.max()), np.exp(sub_lw - sub_lw.max())
     for r, p_r in enumerate(np.asarray(probability, dtype=float)):
-        held_by_sub = np.any(sub_region == r)
-        source, held = (sub_w, sub_region == r) if held_by_sub else (w, region == r)
-        (w if held_by_sub else sub_w)[(region if held_by_sub else sub_region) == r] = 0.0
-        total = source[held].sum()
-        source[held] = p_r * source[held] / total if total > 0 else 0.0
+        held, sub_held = region == r, sub_region == r
+        n = kish_ess(lw[held]) if held.any() else 0.0
+        n = 0.0 if n < MIN_REGION_DRAWS else n
+        sub_n = kish_ess(sub_lw[sub_held]) if sub_held.any() else 0.0
+        share = n / (n + sub_n) if n + sub_n > 0 else 0.0
+        for weights, inside, part in ((w, held, share), (sub_w, sub_held, 1.0 - share)):
+            total = weights[inside].sum()
+            weights[inside] = p_r * part * weights[inside] / total if total > 0 else 0.0
     total = w.sum() + sub_w.sum()
     return w / total, sub_w / total
 

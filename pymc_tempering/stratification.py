@@ -59,7 +59,6 @@ from scipy.special import logsumexp
 
 from pymc_tempering.estimators import (
     KHAT_LIMIT,
-    MIN_REGION_DRAWS,
     importance_khat,
     kish_ess,
     weighted_mean_cov,
@@ -112,13 +111,13 @@ class Strata(NamedTuple):
     problems : tuple of str
         Why the fallback was taken, or why the probabilities cannot be trusted.
     mode_draws : tuple of (ndarray, ndarray, ndarray) or None
-        For the regions whose proposal draws are worth more than the chains' draws in them
-        (Kish's count of the importance weights against the chains' effective count, the lesser
-        of Kish's and that of the region's share, which counts the autocorrelation of the
-        visits; always below ``MIN_REGION_DRAWS``), the proposal draws that fell in them, flat
+        With importance sampling, the proposal draws that fell in each region, flat
         ``(n, ndim)``, their log importance weights ``(n,)`` and their regions ``(n,)`` (at
-        most ``MAX_MODE_DRAWS`` per region): what describes those regions in the weighted
-        summaries.
+        most ``MAX_MODE_DRAWS`` per region): independent weighted draws of each region, which
+        the weighted summaries combine with the chains' draws in it
+        (:func:`~pymc_tempering.estimators.stratified_mean`,
+        :func:`~pymc_tempering.estimators.pooled_weights`); they alone describe a region that
+        the chains barely reached.
     """
 
     region: np.ndarray
@@ -403,20 +402,13 @@ def stratify(
     strata = _combine(region, roots, lw, draws_p, draws_cov, log_z, rel_se, khat)
     if strata.method != "importance sampling":
         return strata
-    # a region is described by its proposal draws where they are worth more draws than the
-    # chains' own in it (the chains' count: Kish's, and that of their share's error, which
-    # counts the visits' autocorrelation)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share_ess = draws_p * (1 - draws_p) / np.diag(draws_cov)
+    # every region's proposal draws describe it beside the chains' own draws in it
     kept = []
     for r in range(n_regions):
         inside = np.flatnonzero(np.isfinite(ratios[r]))
         if inside.size > MAX_MODE_DRAWS:
             inside = np.sort(rng.choice(inside, MAX_MODE_DRAWS, replace=False))
-        chains = 0.0 if not (region == r).any() else min(
-            kish_ess(lw[region == r]), np.nan_to_num(share_ess[r], nan=0.0))
-        if chains < MIN_REGION_DRAWS or kish_ess(ratios[r][inside]) > chains:
-            kept.append((draws[r][inside], ratios[r][inside], np.full(inside.size, r)))
+        kept.append((draws[r][inside], ratios[r][inside], np.full(inside.size, r)))
     if not kept:
         return strata
     z, log_ratio, which = (np.concatenate(v) for v in zip(*kept, strict=True))

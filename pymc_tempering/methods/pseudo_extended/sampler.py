@@ -133,6 +133,14 @@ def sample_pe(
     :func:`pymc_tempering.resample` picks one pseudo-sample per draw by these weights (the
     procedure of appendix B) and :func:`pymc_tempering.weighted_summary` averages over draws
     and pseudo-samples.
+
+    The modes' probabilities here are the weighted pseudo-samples' shares, with standard errors
+    from the chains' autocorrelation: they rest on the chains' moves between modes, and the
+    result is not stratified. Pseudo-extended MCMC has no mode search and no per-mode
+    proposal to importance-sample each mode's mass from, and no extension that re-runs it
+    when its verdict fails. For mode probabilities with trusted standard errors, and a run
+    that spends more work where its verdict asks for it, use :func:`pymc_tempering.sample_ct`
+    (or :func:`pymc_tempering.sample_gibbs_ct`), whose runs post-stratify by the modes.
     """
     draws, tune, chains = check_sampler_args(draws, tune, chains)
     target = target_of(model)
