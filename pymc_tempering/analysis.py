@@ -14,7 +14,7 @@ import pandas as pd
 from scipy.special import logsumexp
 from xarray import DataTree
 
-from pymc_tempering.checks import POSTERIOR_CHECKS
+from pymc_tempering.checks import MASS_NEAR_OPTIMA, MISSED_MODE_MASS, POSTERIOR_CHECKS
 from pymc_tempering.diagnostics import diagnose
 from pymc_tempering.results import (
     check_result,
@@ -90,6 +90,9 @@ MIN_ESS_PER_CHAIN = 100
 #: Largest standard error of a mode's probability in a reliable posterior: an error of 0.05 is
 #: then 2.5 standard errors.
 MAX_MODE_SE = 0.02
+#: The posterior checks that a stratification by importance sampling with mode draws answers
+#: (the evidence's verdict still reads them: the run's own estimate lacks what it missed).
+STRATA_ANSWER = (MISSED_MODE_MASS.name, MASS_NEAR_OPTIMA.name)
 
 
 @dataclass(frozen=True)
@@ -154,8 +157,14 @@ def posterior_check(idata: DataTree) -> PosteriorCheck:
                 "more moves between the modes"
             )
     checks = diagnose(idata).checks
-    failed = [] if checks.empty else [c for c in POSTERIOR_CHECKS
-                                       if c in checks.index and not checks.loc[c, "ok"]]
+    answered = ()
+    if table is not None and table.attrs["method"] == "importance sampling" and (
+            "mode_draws" in idata.children):
+        # the modes' masses by importance sampling, each described by its own draws: mass
+        # about an optimum that the chains missed or under-visited is in the summaries
+        answered = STRATA_ANSWER
+    failed = [] if checks.empty else [c for c in POSTERIOR_CHECKS if c not in answered
+                                       and c in checks.index and not checks.loc[c, "ok"]]
     if failed:
         problems.append(
             f"pmt.diagnose found mass the draws did not reach ({', '.join(failed)}): the "

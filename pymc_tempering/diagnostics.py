@@ -20,7 +20,6 @@ from pymc_tempering.estimators import (
     beyond_edge,
     kish_ess,
     log_ratio_of_means,
-    pooled_weights,
     psis_khat,
     unseen_share,
     weighted_mean,
@@ -36,7 +35,6 @@ from pymc_tempering.results import (
     check_result,
     flat_draws_from_result,
     numerical_floor,
-    read_mode_draws,
 )
 from pymc_tempering.target import DECAY_RADIUS
 
@@ -510,16 +508,6 @@ def missed_modes(idata: DataTree) -> tuple[np.ndarray, float]:
     points = idata["base"]["mode_point"].values
     lw = idata["sample_stats"]["log_weight"].transpose("chain", "draw").values
     flat = flat_draws_from_result(idata).reshape(-1, points.shape[1])
-    mode_draws = read_mode_draws(idata)
-    if mode_draws is not None and "mode_region" in idata["sample_stats"]:
-        # the modes the chains barely reached are described by their own draws
-        region = idata["sample_stats"]["mode_region"].transpose("chain", "draw").values
-        w, sub_w = pooled_weights(lw, region, idata["mode_probabilities"]["probability"].values,
-                                  mode_draws[1], mode_draws[2])
-        sub = flat_draws_from_result(idata, "mode_draws").reshape(-1, points.shape[1])
-        flat = np.concatenate([flat, sub])
-        with np.errstate(divide="ignore"):
-            lw = np.log(np.concatenate([w.ravel(), sub_w.ravel()]))
     return missed_optima(
         points, idata["base"]["mode_log_mass"].values, flat,
         np.sqrt(idata["base"]["variance"].values), lw.ravel(),

@@ -286,17 +286,17 @@ def require_group(idata, group: str, var: str | None = None) -> None:
         )
 
 
-def flat_draws_from_result(idata: DataTree, group: str = "posterior") -> np.ndarray:
-    """Flat unconstrained draws ``(chain, draw, ndim)`` of a result that has a ``base`` group:
-    of its posterior, or of another group of draws in the posterior's layout (``mode_draws``)."""
+def flat_draws_from_result(idata: DataTree) -> np.ndarray:
+    """Flat unconstrained draws ``(chain, draw, ndim)`` of a result that has a ``base`` group."""
     labels = list(idata["base"]["flat_variable"].values)
     names = list(dict.fromkeys(labels))
     parts = []
-    unconstrained = "unconstrained_posterior"
     for name in names:
-        where = group
-        if group == "posterior" and unconstrained in idata.children and name in idata[unconstrained]:
-            where = unconstrained
+        where = (
+            "unconstrained_posterior"
+            if "unconstrained_posterior" in idata.children and name in idata["unconstrained_posterior"]
+            else "posterior"
+        )
         arr = idata[where][name].transpose("chain", "draw", ...).values
         parts.append(np.asarray(arr, dtype=float).reshape(arr.shape[0], arr.shape[1], -1))
     return np.concatenate(parts, axis=-1)

@@ -181,12 +181,19 @@ def _weighted_cov(x, w) -> tuple[np.ndarray, np.ndarray] | None:
     mean = w @ x
     cov = (x - mean).T @ ((x - mean) * w[:, None])
     cov = cov + 1e-6 * np.diag(np.diag(cov)) + 1e-12 * np.eye(ndim)
-    # draws spread over many orders of magnitude leave it numerically indefinite (scipy
-    # takes eigenvalues under about 2e-10 of the largest for zero)
+    cov = _positive(cov) if np.all(np.isfinite(cov)) else None
+    return None if cov is None else (mean, cov)
+
+
+def _positive(cov) -> np.ndarray | None:
+    """``cov`` made numerically positive definite for SciPy, which takes eigenvalues under
+    about 2e-10 of the largest for zero (draws spread over many orders of magnitude, or a
+    Laplace covariance floored in a flat direction, leave it indefinite); None where it has
+    no positive eigenvalue."""
     values, vectors = np.linalg.eigh(0.5 * (cov + cov.T))
     if not (np.all(np.isfinite(values)) and values.max() > 0):
         return None
-    return mean, (vectors * np.maximum(values, 1e-8 * values.max())) @ vectors.T
+    return (vectors * np.maximum(values, 1e-8 * values.max())) @ vectors.T
 
 
 class _T:
@@ -246,7 +253,7 @@ class _Proposal:
         draws; the optima's t's alone where the draws are too few for a covariance."""
         points, covs = optima
         # every optimum of the region is proposed, whatever the draws saw
-        laplace = [(LAPLACE_SHARE / len(points), _T(pt, c, rng))
+        laplace = [(LAPLACE_SHARE / len(points), _T(pt, _positive(c), rng))
                    for pt, c in zip(points, covs, strict=True)]
         with np.errstate(divide="ignore"):
             enough = x.shape[0] and kish_ess(np.log(w)) >= x.shape[1] + 2

@@ -23,7 +23,7 @@ from pymc_tempering.bases import Base, check_base, discover_optima, gaussian_log
 from pymc_tempering.bases.densities import ELEMENTWISE_MAX_DIM
 from pymc_tempering.contract import split_seed
 from pymc_tempering.coverage import COVERAGE, coverage_group, mass_beyond_draws
-from pymc_tempering.estimators import ct_log_weights, log_marginal_likelihood_ct, pooled_weights
+from pymc_tempering.estimators import ct_log_weights, log_marginal_likelihood_ct
 from pymc_tempering.extended.compiled import run_data
 from pymc_tempering.extended.funnel import funnel_correction, funnel_mass
 from pymc_tempering.extended.runner import ExtendedSampling
@@ -193,16 +193,8 @@ def ct_result(
         if strata.mode_draws is not None:
             groups["mode_draws"] = mode_draws_group(target, strata.mode_draws)
         stats_["mode_region"] = strata.region
-    # mass at scales the base never reached (a spike's slab), against the final weights (with
-    # the draws of the modes the chains barely reached)
-    pooled_x, pooled_lw = x, log_w1
-    if strata is not None and strata.mode_draws is not None:
-        z, log_ratio, which = strata.mode_draws
-        w, sub_w = pooled_weights(log_w1, strata.region, strata.probability, log_ratio, which)
-        pooled_x = np.concatenate([x.reshape(-1, target.ndim), z])
-        with np.errstate(divide="ignore"):
-            pooled_lw = np.log(np.concatenate([w.ravel(), sub_w]))
-    beyond = mass_beyond_draws(target, pooled_x, pooled_lw, lml[0], base, random_seed)
+    # mass at scales the base never reached (a spike's slab), against the final weights
+    beyond = mass_beyond_draws(target, x, log_w1, lml[0], base, random_seed)
     if beyond is not None:
         groups[COVERAGE] = coverage_group(beyond)
     return build_result(
