@@ -323,7 +323,11 @@ def stratified_mean(
     for r in seen:
         # each source's mean of the region, combined by inverse variance where both hold it
         estimates = [_region_mean(flat, np.where(reg == r, lw, -np.inf), pooled_var)
-                     for lw, reg, flat in sources if np.any(reg == r)]
+                     for lw, reg, flat in sources[:1] if np.any(reg == r)]
+        for lw, reg, flat in sources[1:]:  # independent draws: the region's alone
+            inside = reg[0] == r
+            if inside.any():
+                estimates.append(_region_mean(flat[:, inside], lw[:, inside], pooled_var))
         precision = sum(1.0 / v for _, v in estimates)
         means.append(sum(m / v for m, v in estimates) / precision)
         variances.append(1.0 / precision)

@@ -78,7 +78,9 @@ LAPLACE_SHARE = 0.1  # weight of its t's at the region's optima
 TARGET_MODE_SE = 0.01  # the probabilities' standard error that further proposal draws aim at
 MAX_ALLOCATIONS = 2  # passes of further proposal draws
 MAX_REGION_DRAWS = 16 * N_PROPOSAL  # most proposal draws per region
-MAX_MODE_DRAWS = 2000  # proposal draws kept per region the chains barely reached
+MAX_MODE_DRAWS = 2000  # proposal draws kept per region (the mode draws) ...
+TOTAL_MODE_DRAWS = 20_000  # ... and in all, at least MIN_MODE_DRAWS per region
+MIN_MODE_DRAWS = 100
 CHUNK = 4_000_000  # kernel distances held at once per block of rows (32 MB)
 T_DOF = 5
 
@@ -113,7 +115,8 @@ class Strata(NamedTuple):
     mode_draws : tuple of (ndarray, ndarray, ndarray) or None
         With importance sampling, the proposal draws that fell in each region, flat
         ``(n, ndim)``, their log importance weights ``(n,)`` and their regions ``(n,)`` (at
-        most ``MAX_MODE_DRAWS`` per region): independent weighted draws of each region, which
+        most ``MAX_MODE_DRAWS`` per region, ``TOTAL_MODE_DRAWS`` in all but at least
+        ``MIN_MODE_DRAWS`` per region): independent weighted draws of each region, which
         the weighted summaries combine with the chains' draws in it
         (:func:`~pymc_tempering.estimators.stratified_mean`,
         :func:`~pymc_tempering.estimators.pooled_weights`); they alone describe a region that
@@ -410,11 +413,11 @@ def stratify(
     if strata.method != "importance sampling":
         return strata
     # every region's proposal draws describe it beside the chains' own draws in it
-    kept = []
+    kept, most = [], max(MIN_MODE_DRAWS, min(MAX_MODE_DRAWS, TOTAL_MODE_DRAWS // n_regions))
     for r in range(n_regions):
         inside = np.flatnonzero(np.isfinite(ratios[r]))
-        if inside.size > MAX_MODE_DRAWS:
-            inside = np.sort(rng.choice(inside, MAX_MODE_DRAWS, replace=False))
+        if inside.size > most:
+            inside = np.sort(rng.choice(inside, most, replace=False))
         kept.append((draws[r][inside], ratios[r][inside], np.full(inside.size, r)))
     if not kept:
         return strata
