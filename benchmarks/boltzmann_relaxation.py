@@ -147,12 +147,14 @@ def _run_budget(model, base, method, budget, seed):
     import pymc_tempering as pmt
 
     common = dict(base=base, model=model, progressbar=False)
+    # the run lengths are fixed: no extension (it would repeat the run with more draws)
+    fixed = dict(max_extensions=0, target_se=None)
     if method == "joint_ct":
         return pmt.sample_ct(budget, tune=budget, chains=4, random_seed=seed,
-                             log_zeta=base.log_zeta, bootstrap=0, **common)
+                             log_zeta=base.log_zeta, bootstrap=0, **fixed, **common)
     if method == "gibbs_ct":
         return pmt.sample_gibbs_ct(budget, tune=budget, chains=4, random_seed=seed,
-                                   log_zeta=base.log_zeta, cores=1, **common)
+                                   log_zeta=base.log_zeta, cores=1, **fixed, **common)
     if method == "st":
         return pmt.sample_simulated_tempering(budget, tune=budget, chains=4,
                                               n_temperatures=1000, random_seed=seed,
