@@ -13,15 +13,17 @@ weighted summary of the result (:func:`~pymc_tempering.weighted_summary`,
 
 Regions
 -------
-Each draw belongs to the optimum of the base's mode search whose Laplace Gaussian (diagonal,
-weighted by its Laplace mass) explains it best; optima between which the chains move at least
+Each draw belongs to the optimum of the base's mode search (with the optima the run's draws
+reached, :func:`~pymc_tempering.bases.discover_optima`, and without those holding under
+``MIN_STRATUM_SHARE`` of the Laplace mass) whose Laplace Gaussian (diagonal, weighted by its
+Laplace mass) explains it best; optima between which the chains move at least
 ``MIN_CROSSINGS`` times while both draws are near the target (``beta > HOT``) form one region,
 since the target itself connects them (the optima along a thin shell). The regions partition
 the space, so the estimator is consistent whatever they are; they decide only its variance.
 Where modes overlap, the crossings join them and the region's probability comes from the draws
 as before; where the search found one optimum there is nothing to stratify. An optimum that no
-draw came near is its own region, importance-sampled from its Laplace Gaussian: its mass is
-reported, and the draws cannot describe it.
+draw came near is its own region, importance-sampled from its optimum's t: its mass is
+reported, and its proposal draws describe it (below).
 
 Proposals
 ---------
@@ -40,7 +42,10 @@ what is wrong when the chains have moved between modes too rarely.
 Where every region's k-hat is trusted and a probability's standard error is above
 ``TARGET_MODE_SE``, the regions get further proposal draws, allocated by their share of the
 probabilities' variance (Neyman allocation: no chain is lengthened), in at most
-``MAX_ALLOCATIONS`` passes and up to ``MAX_REGION_DRAWS`` per region.
+``MAX_ALLOCATIONS`` passes and up to ``MAX_REGION_DRAWS`` per region. The proposal draws that
+fell in each region are kept (:attr:`Strata.mode_draws`): independent weighted draws of it,
+which the weighted summaries combine with the chains' draws there, and which alone describe a
+region the chains barely reached.
 
 Why by hand: PyMC, ArviZ and SciPy give the pieces (the t, PSIS, kernel densities for one
 bandwidth) but no stratified estimator of mode masses from MCMC draws.
