@@ -216,3 +216,39 @@ def test_a_mode_the_chains_never_reached_is_described_by_its_proposal_draws():
     # the values at the chains' draws alone cannot reach the mode: it is left out
     alone, _ = pmt.weighted_expectation(tree, tree["posterior"]["x"].values > 0)
     assert alone == 0.0
+
+
+def test_pooled_weights_give_each_region_its_probability_shared_by_effective_counts():
+    """Each region holds its probability; a region with chain draws and mode draws shares it
+    by their Kish counts, one the chains barely reached (under 10 draws) gives it all to its
+    mode draws, and one without mode draws leaves it to the chains."""
+    from pymc_tempering.estimators import pooled_weights
+
+    region = np.array([[0] * 40 + [1] * 5 + [2] * 55])
+    lw = np.zeros(region.shape)
+    sub_region = np.array([[0] * 40 + [1] * 60])
+    sub_lw = np.zeros(sub_region.shape)
+    probability = np.array([0.5, 0.3, 0.2])
+    w, sub_w = pooled_weights(lw, region, probability, sub_lw, sub_region)
+    assert np.isclose(w.sum() + sub_w.sum(), 1.0)
+    for r, p_r in enumerate(probability):
+        assert np.isclose(w[region == r].sum() + sub_w[sub_region == r].sum(), p_r)
+    assert np.isclose(w[region == 0].sum(), 0.5 * 40 / 80)  # 40 chain draws, 40 mode draws
+    assert w[region == 1].sum() == 0.0  # 5 chain draws: the mode draws alone
+    assert np.isclose(w[region == 2].sum(), 0.2)  # no mode draws
+
+
+def test_further_proposal_draws_go_where_the_probabilities_variance_is():
+    """Three regions, one of them noisy: the draws that the largest standard error asks for go
+    mostly to the noisy region, and with them every standard error falls to about the target
+    (a region's relative error falls as 1 / sqrt(draws))."""
+    from pymc_tempering.stratification import _extra_draws
+
+    p, rel = np.array([0.5, 0.3, 0.2]), np.array([0.01, 0.08, 0.01])
+    n = np.full(3, 2000)
+    extra = _extra_draws(p, rel, n, 0.005)
+    assert extra[1] > 5 * max(extra[0], extra[2])
+    new_rel = rel * np.sqrt(n / (n + extra))
+    jacobian = np.diag(p) - np.outer(p, p)
+    se = np.sqrt(np.diag((jacobian * new_rel**2) @ jacobian.T))
+    assert se.max() < 1.1 * 0.005
