@@ -256,8 +256,9 @@ def weighted_summary(
         ``ess_mean`` says, with no standard error of their own: read ``ess_mean``. For a
         result stratified by its modes (a ``mode_probabilities`` group) the mean is the
         modes' probabilities times their weighted means, and ``mcse_mean`` counts the
-        probabilities as known to their standard errors
-        (:func:`~pymc_tempering.estimators.stratified_mean`). ``attrs["posterior_reliable"]``
+        probabilities as known to their covariance
+        (:func:`~pymc_tempering.estimators.stratified_mean`); with ``mode_draws`` each mode's
+        mean, sd and quantiles read its own draws beside the chains'. ``attrs["posterior_reliable"]``
         and ``attrs["posterior_problems"]`` carry the method's verdict
         (:func:`~pymc_tempering.posterior_check`).
     """
