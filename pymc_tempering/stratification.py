@@ -335,7 +335,7 @@ def _extra_draws(p, rel_se, n, target_se) -> np.ndarray:
 
 def stratify(
     target: Target, x, log_weight, hot, points, covariances, log_mass, random_seed=None,
-    n_proposal: int = N_PROPOSAL,
+    n_proposal: int = N_PROPOSAL, names=None,
 ) -> Strata | None:
     """Post-stratify a weighted run by the optima of its base's mode search (module docstring).
 
@@ -358,6 +358,8 @@ def stratify(
     random_seed : int or numpy.random.Generator, optional
     n_proposal : int
         Proposal draws per region in the first pass.
+    names : array_like of int, shape (k,), optional
+        The optima's numbers in :attr:`Strata.optima` (default ``0, 1, ...``).
 
     Returns
     -------
@@ -381,23 +383,25 @@ def stratify(
     def region_of(z):
         return roots[assign_optima(z, points, variances, log_mass)]
 
-    proposals, draws, ratios = [], [], []
+    proposals, draws, ratios, masses = [], [], [], []
     for r in range(n_regions):
         inside = region == r
         wr = w[inside] / w[inside].sum() if inside.any() and w[inside].sum() > 0 else w[inside]
         proposal = _Proposal.defensive(x[inside], wr, (points[roots == r], covs[roots == r]), rng)
         z, log_ratio = _log_ratios(target, proposal, region_of, r, n_proposal)
-        if not _region_mass(log_ratio)[2] <= KHAT_LIMIT:
+        mass = _region_mass(log_ratio)
+        if not mass[2] <= KHAT_LIMIT:
             # a heavy tail, or a noisy k-hat: RETRY_GROWTH times the draws, from the proposal
             # adapted to its own weighted draws where it can be
             proposal = proposal.adapted(z, log_ratio) or proposal
             z, log_ratio = _log_ratios(target, proposal, region_of, r, RETRY_GROWTH * n_proposal)
+            mass = _region_mass(log_ratio)
         proposals.append(proposal)
         draws.append(z)
         ratios.append(log_ratio)
-        if not _region_mass(log_ratio)[2] <= KHAT_LIMIT:
+        masses.append(mass)
+        if not mass[2] <= KHAT_LIMIT:
             break  # the probabilities fall back to the draws: the other regions need no mass
-    masses = [_region_mass(lr) for lr in ratios]
     masses += [(np.nan, np.nan, np.nan)] * (n_regions - len(masses))  # not tried
     log_z, rel_se, khat = (np.array(v) for v in zip(*masses, strict=True))
     # more draws where the probabilities' variance is, while every region's k-hat is trusted
@@ -414,7 +418,8 @@ def stratify(
             draws[r] = np.concatenate([draws[r], z])
             ratios[r] = np.concatenate([ratios[r], log_ratio])
             log_z[r], rel_se[r], khat[r] = _region_mass(ratios[r])
-    strata = _combine(region, roots, lw, draws_p, draws_cov, log_z, rel_se, khat)
+    names = np.arange(len(points)) if names is None else np.asarray(names)
+    strata = _combine(region, roots, names, lw, draws_p, draws_cov, log_z, rel_se, khat)
     if strata.method != "importance sampling":
         return strata
     # every region's proposal draws describe it beside the chains' own draws in it
@@ -442,17 +447,12 @@ def stratify_by_modes(target, x, log_weight, hot, modes, random_seed=None) -> St
     keep = modes.probabilities >= MIN_STRATUM_SHARE
     if keep.sum() < 2:
         return None
-    strata = stratify(target, x, log_weight, hot, modes.points[keep], modes.cov[keep],
-                      modes.log_mass[keep], random_seed)
-    if strata is None:
-        return None
-    index = np.flatnonzero(keep)  # the regions name the optima by their index in ``modes``
-    optima = tuple("+".join(str(index[int(i)]) for i in names.split("+"))
-                   for names in strata.optima)
-    return strata._replace(optima=optima)
+    # the regions name the optima by their index in ``modes``
+    return stratify(target, x, log_weight, hot, modes.points[keep], modes.cov[keep],
+                    modes.log_mass[keep], random_seed, names=np.flatnonzero(keep))
 
 
-def _combine(region, roots, lw, draws_p, draws_cov, log_z, rel_se, khat) -> Strata:
+def _combine(region, roots, names, lw, draws_p, draws_cov, log_z, rel_se, khat) -> Strata:
     """The probabilities, their method and the rescaled weights, from the regions' masses."""
     problems = []
     finite = np.isfinite(log_z)
@@ -482,7 +482,7 @@ def _combine(region, roots, lw, draws_p, draws_cov, log_z, rel_se, khat) -> Stra
     share = np.where(draws_p > 0, draws_p, 1.0)
     with np.errstate(divide="ignore"):
         new_lw = lw + np.log(np.where(draws_p > 0, p, 0.0) / share)[region]
-    optima = tuple("+".join(str(i) for i in np.flatnonzero(roots == r)) for r in range(len(p)))
+    optima = tuple("+".join(str(i) for i in names[roots == r]) for r in range(len(p)))
     rel = np.where(finite, rel_se, np.nan)
     draws_se = np.sqrt(np.diag(draws_cov))
     return Strata(region, optima, p, np.sqrt(np.diag(cov)), cov, draws_p, draws_se,

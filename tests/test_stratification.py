@@ -42,19 +42,21 @@ def exact_draws(shares, rng, chains=4, draws=500):
     return x
 
 
+def stratify_exact(x, random_seed):
+    """stratify the draws ``x`` of :func:`two_gaussians` (equal weights, all near the target)
+    by its two optima, with their exact Gaussians as the Laplace fits."""
+    points = np.array([[MUS[0]], [MUS[1]]])
+    covariances = np.array([[[SIGMAS[0] ** 2]], [[SIGMAS[1] ** 2]]])
+    return stratify(Target(two_gaussians()), x, np.zeros(x.shape[:2]), np.ones(x.shape[:2], bool),
+                    points, covariances, np.log(WEIGHTS), random_seed=random_seed)
+
+
 def test_region_masses_are_exact_whatever_the_draws_shares():
     """Chains that spend 90% of their draws in the lighter mode give its share as 0.9; the
     stratified probability is the true 0.3 within K standard errors, with a standard error
     far below the draws' own, and the rescaled weights carry it to every weighted mean."""
-    rng = np.random.default_rng(seed(1))
-    target = Target(two_gaussians())
-    x = exact_draws([0.1, 0.1, 0.1, 0.1], rng)
-    lw = np.zeros(x.shape[:2])
-    points = np.array([[MUS[0]], [MUS[1]]])
-    variances = np.array([[[SIGMAS[0] ** 2]], [[SIGMAS[1] ** 2]]])
-    log_mass = np.log(WEIGHTS)
-    strata = stratify(target, x, lw, np.ones(x.shape[:2], bool), points, variances, log_mass,
-                      random_seed=seed(2))
+    x = exact_draws([0.1, 0.1, 0.1, 0.1], np.random.default_rng(seed(1)))
+    strata = stratify_exact(x, seed(2))
     assert strata.method == "importance sampling" and not strata.problems
     assert abs(strata.draws_probability[1] - 0.9) < 0.01
     assert np.all(np.abs(strata.probability - WEIGHTS) < K * strata.standard_error)
@@ -76,7 +78,7 @@ def test_probabilities_that_sum_to_one_have_the_delta_methods_standard_errors():
     0.71 of it that treating the probabilities as independent gave."""
     region = np.repeat([[0, 1]], 200, axis=0).reshape(4, 100)
     r = 0.04
-    strata = _combine(region, np.array([0, 1]), np.zeros((4, 100)), np.array([0.5, 0.5]),
+    strata = _combine(region, np.array([0, 1]), np.array([0, 1]), np.zeros((4, 100)), np.array([0.5, 0.5]),
                       np.eye(2) * 1e-4, np.log([0.5, 0.5]), np.array([r, r]), np.zeros(2))
     indicator = (region == 0).astype(float)[..., None]
     _, se = stratified_mean(indicator, strata.log_weight, region, strata.probability,
@@ -131,7 +133,7 @@ def test_assignment_follows_each_optimums_laplace_gaussian():
 
 def test_untrusted_importance_sampling_falls_back_to_the_draws():
     region = np.array([[0, 0, 1, 1]])
-    args = (region, np.array([0, 1]), np.zeros((1, 4)), np.array([0.5, 0.5]),
+    args = (region, np.array([0, 1]), np.array([0, 1]), np.zeros((1, 4)), np.array([0.5, 0.5]),
             np.array([[0.04, -0.04], [-0.04, 0.04]]), np.log([0.7, 0.3]), np.array([0.01, 0.01]))
     trusted = _combine(*args, np.array([0.1, 0.2]))
     assert trusted.method == "importance sampling" and not trusted.problems
@@ -185,14 +187,9 @@ def test_a_mode_the_chains_never_reached_is_described_by_its_proposal_draws():
 
     from pymc_tempering.results import mode_draws_group, strata_group
 
-    rng = np.random.default_rng(seed(6))
+    x = exact_draws([1.0, 1.0, 1.0, 1.0], np.random.default_rng(seed(6)))
+    strata = stratify_exact(x, seed(7))
     target = Target(two_gaussians())
-    x = exact_draws([1.0, 1.0, 1.0, 1.0], rng)
-    lw = np.zeros(x.shape[:2])
-    points = np.array([[MUS[0]], [MUS[1]]])
-    variances = np.array([[[SIGMAS[0] ** 2]], [[SIGMAS[1] ** 2]]])
-    strata = stratify(target, x, lw, np.ones(x.shape[:2], bool), points, variances,
-                      np.log(WEIGHTS), random_seed=seed(7))
     assert strata.method == "importance sampling" and not strata.problems
     z, log_ratio, which = strata.mode_draws
     assert 1 in set(which.tolist()) and np.sum(which == 1) > 1000
