@@ -304,30 +304,32 @@ def stratified_mean(
         Shape ``values.shape[2:]``.
     """
     shape = np.shape(values)[2:]
-    sources = [(_as_chain_draw(log_weight), np.asarray(region),
-                np.asarray(values, dtype=float).reshape(np.shape(values)[:2] + (-1,)))]
+    lw, region = _as_chain_draw(log_weight), np.asarray(region)
+    flat = np.asarray(values, dtype=float).reshape(np.shape(values)[:2] + (-1,))
+    sub_lw, sub_region, sub_flat = np.zeros((1, 0)), np.zeros((1, 0), dtype=int), None
     if substitute is not None:
         sub_values, sub_lw, sub_region = substitute
+        sub_lw, sub_region = _as_chain_draw(sub_lw), np.asarray(sub_region)
         sub_values = np.asarray(sub_values, dtype=float)
-        sources.append((_as_chain_draw(sub_lw), np.asarray(sub_region),
-                        sub_values.reshape(sub_values.shape[:2] + (-1,))))
-    seen = [r for r in range(len(probability)) if any(np.any(reg == r) for _, reg, _ in sources)]
+        sub_flat = sub_values.reshape(sub_values.shape[:2] + (-1,))
+    seen = [r for r in range(len(probability)) if np.any(region == r) or np.any(sub_region == r)]
     p = np.asarray(probability, dtype=float)[seen]
     p = p / p.sum()
     cov = np.asarray(probability_cov, dtype=float)[np.ix_(seen, seen)]
-    lw0, _, flat0 = sources[0]
-    w_all = np.exp(lw0 - np.max(lw0))
-    pooled_var = np.einsum("cd,cdk->k", w_all, (flat0 - np.einsum(
-        "cd,cdk->k", w_all, flat0) / w_all.sum()) ** 2) / w_all.sum()
+    w_all = np.exp(lw - np.max(lw))
+    pooled_var = np.einsum("cd,cdk->k", w_all, (flat - np.einsum(
+        "cd,cdk->k", w_all, flat) / w_all.sum()) ** 2) / w_all.sum()
     means, variances = [], []
     for r in seen:
-        # each source's mean of the region, combined by inverse variance where both hold it
-        estimates = [_region_mean(flat, np.where(reg == r, lw, -np.inf), pooled_var)
-                     for lw, reg, flat in sources[:1] if np.any(reg == r)]
-        for lw, reg, flat in sources[1:]:  # independent draws: the region's alone
-            inside = reg[0] == r
-            if inside.any():
-                estimates.append(_region_mean(flat[:, inside], lw[:, inside], pooled_var))
+        # the region's mean from the chains' draws (their series, with the other regions'
+        # weights zero) and from its independent draws (those alone), combined by inverse
+        # variance where both hold it
+        estimates = []
+        if np.any(region == r):
+            estimates.append(_region_mean(flat, np.where(region == r, lw, -np.inf), pooled_var))
+        inside = sub_region[0] == r
+        if inside.any():
+            estimates.append(_region_mean(sub_flat[:, inside], sub_lw[:, inside], pooled_var))
         precision = sum(1.0 / v for _, v in estimates)
         means.append(sum(m / v for m, v in estimates) / precision)
         variances.append(1.0 / precision)

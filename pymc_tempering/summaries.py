@@ -110,11 +110,12 @@ def resample(idata: DataTree, draws: int | None = None, random_seed=None) -> Dat
     weights = np.exp(lw - logsumexp(lw)).ravel()
     weights = weights / weights.sum()
     n = weights.size if draws is None else int(draws)  # the chains' number of draws
-    w, sub_w = _pooled_weights(idata, lw) if lw.ndim == 2 else (None, None)
-    if sub_w is not None:
-        # the modes that the chains barely reached are drawn from their own mode draws: one
-        # chain of the chains' draws and the mode draws, of the variables both hold
-        sub = read_mode_draws(idata)[0]
+    mode_draws = read_mode_draws(idata)
+    if mode_draws is not None:
+        # the modes' own draws beside the chains' (the modes the chains barely reached are
+        # drawn from them alone): one chain of both, of the variables both hold
+        w, sub_w = _pooled_weights(idata, lw, mode_draws)
+        sub = mode_draws[0]
         post = idata["posterior"].to_dataset()
         names = [v for v in post.data_vars if v in sub]
         stacked = post[names].stack(flat=("chain", "draw")).drop_vars(["flat", "chain", "draw"])
@@ -132,7 +133,7 @@ def resample(idata: DataTree, draws: int | None = None, random_seed=None) -> Dat
         num_samples=n,
         weights=weights,
         # ArviZ's stratified resampling gives as many draws as weights: the chains' own only
-        resampling_method="stratified" if draws is None and sub_w is None else "multinomial",
+        resampling_method="stratified" if draws is None and mode_draws is None else "multinomial",
         random_seed=random_seed,
         keep_dataset=True,
     )
@@ -172,10 +173,10 @@ def weighted_expectation(idata: DataTree, values) -> tuple[np.ndarray, np.ndarra
     values : callable or array_like
         The function: ``values(posterior)`` of a posterior ``xarray.Dataset`` returns an array
         shaped ``(chain, draw, ...)``, e.g. ``lambda post: post["theta"].values > 0``; or its
-        values at the draws, shaped ``(chain, draw, ...)``. Give the function: a result whose
-        chains barely reached a mode describes that mode by draws of its own (a
-        ``mode_draws`` group), at which only a function can be evaluated; the values at the
-        draws then leave that mode out.
+        values at the draws, shaped ``(chain, draw, ...)``. Give the function: a stratified
+        result describes its modes by draws of their own too (a ``mode_draws`` group), at
+        which only a function can be evaluated; the values at the chains' draws leave out a
+        mode the chains did not reach.
 
     Returns
     -------
@@ -189,15 +190,18 @@ def weighted_expectation(idata: DataTree, values) -> tuple[np.ndarray, np.ndarra
     lw = _log_weight(idata)
     if callable(values):
         mode_draws = read_mode_draws(idata)
-        sub = None if mode_draws is None else np.asarray(values(mode_draws[0]), dtype=float)
+        sub = None
+        if mode_draws is not None:
+            sub = (np.asarray(values(mode_draws[0]), dtype=float), *mode_draws[1:])
         values = np.asarray(values(idata["posterior"].to_dataset()), dtype=float)
         return _expectation(idata, values, lw, sub)
     return _expectation(idata, np.asarray(values, dtype=float), lw)
 
 
 def _expectation(idata: DataTree, values: np.ndarray, lw: np.ndarray, sub=None):
-    """:func:`weighted_expectation` with the result's log weights ``lw`` already read, and the
-    function's values ``sub`` at the result's ``mode_draws`` (None: without them)."""
+    """:func:`weighted_expectation` with the result's log weights ``lw`` already read, and
+    ``sub`` the function's values at the result's ``mode_draws`` with their log weights and
+    regions (None: without them)."""
     if "mode_probabilities" not in idata.children or "mode_region" not in idata["sample_stats"]:
         return weighted_mean(values, lw)
     strata = idata["mode_probabilities"]
@@ -205,20 +209,13 @@ def _expectation(idata: DataTree, values: np.ndarray, lw: np.ndarray, sub=None):
     # a result saved before the covariance was stored: its standard errors alone
     cov = (strata["covariance"].values if "covariance" in strata
            else np.diag(strata["standard_error"].values ** 2))
-    substitute = None
-    if sub is not None:
-        _, sub_lw, sub_region = read_mode_draws(idata)
-        substitute = (sub, sub_lw, sub_region)
-    return stratified_mean(values, lw, region, strata["probability"].values, cov, substitute)
+    return stratified_mean(values, lw, region, strata["probability"].values, cov, sub)
 
 
-def _pooled_weights(idata: DataTree, lw: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """The normalised weights of a result's draws and of its ``mode_draws`` (None without;
+def _pooled_weights(idata: DataTree, lw: np.ndarray, mode_draws) -> tuple[np.ndarray, np.ndarray]:
+    """The normalised weights of a result's draws and of its ``mode_draws``
+    (:func:`~pymc_tempering.results.read_mode_draws`;
     :func:`~pymc_tempering.estimators.pooled_weights`)."""
-    mode_draws = read_mode_draws(idata)
-    if mode_draws is None or "mode_region" not in idata["sample_stats"]:
-        w = np.exp(lw - lw.max())
-        return w / w.sum(), None
     _, sub_lw, sub_region = mode_draws
     region = idata["sample_stats"]["mode_region"].transpose("chain", "draw").values
     probability = idata["mode_probabilities"]["probability"].values
@@ -274,9 +271,13 @@ def weighted_summary(
     missing = [n for n in names if n not in posterior]
     if missing:
         raise ValueError(f"Variables {missing} are not in the posterior.")
-    w, sub_w = _pooled_weights(idata, lw) if lw.ndim == 2 else (np.exp(lw - lw.max()), None)
-    w = w.ravel() / (1.0 if sub_w is not None else w.sum())
-    mode_draws = read_mode_draws(idata) if sub_w is not None else None
+    mode_draws = read_mode_draws(idata)
+    if mode_draws is not None:
+        w, sub_w = _pooled_weights(idata, lw, mode_draws)
+        w = w.ravel()
+    else:
+        w = np.exp(lw - lw.max()).ravel()
+        w = w / w.sum()
     ess_w = kish_ess(lw)
     # With pseudo-samples, each draw's estimate is its weighted average over pseudo-samples,
     # h_t = sum_i w_ti f_ti / W_t, weighted across draws by W_t = sum_i w_ti: the same mean,
@@ -308,7 +309,8 @@ def weighted_summary(
             if mode_draws is not None and name in mode_draws[0]:
                 sub = mode_draws[0][name].transpose("chain", "draw", ...).values
                 sub = np.asarray(sub, dtype=float).reshape(sub.shape[:2] + (-1,))
-            mean, mcse = _expectation(idata, values.reshape(values.shape[:2] + (-1,)), lw, sub)
+            mean, mcse = _expectation(idata, values.reshape(values.shape[:2] + (-1,)), lw,
+                                      None if sub is None else (sub, *mode_draws[1:]))
         weights = w
         if sub is not None:  # the mode draws beside the chains' draws
             flat = np.concatenate([flat, sub.reshape(-1, flat.shape[1])])
