@@ -292,12 +292,12 @@ def flat_draws_from_result(idata: DataTree) -> np.ndarray:
     names = list(dict.fromkeys(labels))
     parts = []
     for name in names:
-        where = (
+        group = (
             "unconstrained_posterior"
             if "unconstrained_posterior" in idata.children and name in idata["unconstrained_posterior"]
             else "posterior"
         )
-        arr = idata[where][name].transpose("chain", "draw", ...).values
+        arr = idata[group][name].transpose("chain", "draw", ...).values
         parts.append(np.asarray(arr, dtype=float).reshape(arr.shape[0], arr.shape[1], -1))
     return np.concatenate(parts, axis=-1)
 
@@ -413,8 +413,8 @@ MODE_DRAW_REGION = "mode_draw_region"
 
 def mode_draws_group(target: Target, mode_draws) -> xr.Dataset:
     """The ``mode_draws`` group of a stratified result, from
-    :attr:`~pymc_tempering.stratification.Strata.mode_draws`: the proposal draws of the regions
-    that the chains barely reached, as one chain of the posterior's variables (constrained,
+    :attr:`~pymc_tempering.stratification.Strata.mode_draws`: each region's proposal draws, as
+    one chain of the posterior's variables (constrained,
     with their dims; :func:`draws_to_datatree`), with their log importance weights
     (``mode_draw_log_weight``) and regions (``mode_draw_region``). :func:`read_mode_draws`
     reads it."""

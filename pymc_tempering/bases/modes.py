@@ -215,6 +215,13 @@ def _climb_all(target: Target, starts, prior_sd, kept=None):
     return kept, ends
 
 
+def _entries(modes: Modes) -> list:
+    """:class:`Modes` as :func:`_climb_all`'s optima, ``[log density, point, covariance,
+    hits]`` each, by which further runs add to them."""
+    return [[ld, pt, c, int(h)] for ld, pt, c, h in
+            zip(modes.log_density, modes.points, modes.cov, modes.hits, strict=True)]
+
+
 def _modes(target: Target, kept) -> Modes:
     """:class:`Modes` from :func:`_climb_all`'s optima, by decreasing log density."""
     kept = sorted(kept, key=lambda k: -k[0])
@@ -277,8 +284,7 @@ def discover_optima(target: Target, x, modes: Modes, random_seed=None) -> Modes:
         if len(candidates) == 0:
             break
         starts = _farthest_points(candidates / spread, N_DISCOVERY_STARTS, rng)
-        kept = [[ld, pt, c, int(h)] for ld, pt, c, h in
-                zip(found.log_density, found.points, found.cov, found.hits, strict=True)]
+        kept = _entries(found)
         known = len(kept)
         kept, _ = _climb_all(target, candidates[starts], spread, kept)
         log_mass = np.array([k[0] + 0.5 * np.linalg.slogdet(k[2])[1] for k in kept])
@@ -288,9 +294,7 @@ def discover_optima(target: Target, x, modes: Modes, random_seed=None) -> Modes:
         if not new:
             break
         # the search's own hits: these runs do not count (see above)
-        kept = [[ld, pt, c, int(h)] for ld, pt, c, h in
-                zip(found.log_density, found.points, found.cov, found.hits, strict=True)]
-        found = _modes(target, kept + new)
+        found = _modes(target, _entries(found) + new)
     return found
 
 

@@ -98,7 +98,7 @@ def _with_found_optima(base, result):
     if base.modes is None:
         return base
     modes = modes_from_result(result, known=base.modes)
-    if modes is None or np.array_equal(modes.hits, base.modes.hits) and len(modes) == len(base.modes):
+    if modes is None or len(modes) == len(base.modes):  # the run found none
         return base
     return replace(base, modes=modes)
 
