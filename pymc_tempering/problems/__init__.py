@@ -15,8 +15,9 @@ Families: :mod:`~pymc_tempering.problems.conjugate`, :mod:`~pymc_tempering.probl
 :mod:`~pymc_tempering.problems.shells`, :mod:`~pymc_tempering.problems.peaks`,
 :mod:`~pymc_tempering.problems.nonlinear`, :mod:`~pymc_tempering.problems.periodic`,
 :mod:`~pymc_tempering.problems.hierarchical`, :mod:`~pymc_tempering.problems.boltzmann`,
-:mod:`~pymc_tempering.problems.ergodic`; and :mod:`~pymc_tempering.problems.minibatch`, models
-for the minibatch samplers without an exact truth.
+:mod:`~pymc_tempering.problems.ergodic`, :mod:`~pymc_tempering.problems.latent`; and
+:mod:`~pymc_tempering.problems.minibatch`, models for the minibatch samplers without an exact
+truth.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pymc_tempering.problems import (
     ergodic,
     gaussian,
     hierarchical,
+    latent,
     mixtures,
     nonlinear,
     peaks,
@@ -84,7 +86,7 @@ __all__ = [
 
 #: The family modules, each with a ``problems()`` that lists its problems.
 FAMILIES = (conjugate, gaussian, radon, schools, mixtures, sign_flip, shells, peaks, nonlinear,
-            periodic, hierarchical, boltzmann, ergodic)
+            periodic, hierarchical, boltzmann, ergodic, latent)
 
 #: Every problem by name. Building the records computes nothing: models are built and truths
 #: computed when asked for.
