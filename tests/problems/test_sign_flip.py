@@ -56,7 +56,8 @@ def test_the_data_and_the_model_are_the_density_the_quadrature_integrates(name, 
     of both signs."""
     y, a, s = sign_flip_data(name)
     np.testing.assert_array_equal(y, sign_flip_data(name)[0])
-    n, theta_true = {"quickstart": (10, 1.5), "sign_flip_2000": (2000, 1.1), "sign_flip_narrow": (1000, 1.1)}[name]
+    n, theta_true = {"quickstart": (10, 1.5), "sign_flip_2000": (2000, 1.1),
+                     "sign_flip_narrow": (1000, 1.1)}[name]
     assert y.shape == (n,)
     assert abs(y.mean() - a * theta_true**2) < 4 * s / np.sqrt(n)
     thetas = np.random.default_rng(seed(50)).uniform(-2.0, 2.0, 4)
@@ -90,8 +91,9 @@ def test_the_quadrature_matches_a_brute_force_grid(name):
         windows.append(grid)
         halves.append(_log_joint(grid, name))
     peak = max(h.max() for h in halves)
-    fine = np.array([np.trapezoid(np.exp(h - peak), g) for g, h in zip(windows, halves, strict=True)])
-    coarse = np.array([np.trapezoid(np.exp(h[::2] - peak), g[::2]) for g, h in zip(windows, halves, strict=True)])
+    pairs = list(zip(windows, halves, strict=True))
+    fine = np.array([np.trapezoid(np.exp(h - peak), g) for g, h in pairs])
+    coarse = np.array([np.trapezoid(np.exp(h[::2] - peak), g[::2]) for g, h in pairs])
     rel_err = np.abs(fine - coarse).max() / fine.sum() + 1e-10
     np.testing.assert_allclose(truth.log_z, peak + np.log(fine.sum()), rtol=0, atol=2 * rel_err)
     np.testing.assert_allclose(truth.mode_probabilities, fine / fine.sum(), rtol=0, atol=2 * rel_err)
