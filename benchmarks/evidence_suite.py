@@ -1,4 +1,4 @@
-"""Evidence benchmark: nineteen problems with known log Z, five methods, side by side over seeds.
+"""Evidence benchmark: twenty-one problems with known log Z, five methods, side by side over seeds.
 
 Every problem is written as a PyMC user would write it (``pm.Potential`` with PyTensor math, or
 observed distributions) and, on the same parameters in constrained space, as a NumPy
@@ -55,6 +55,15 @@ Problems
     0.5 (``even``) or 0.01 (``slab``). Truth: closed form, the box's share of each Gaussian
     (``norm.cdf``; log Z within 1e-5 of 0). A method that finds one phase only is off by about
     ``log s`` or ``log(1 - s)``.
+``sign_flip_2000``, ``sign_flip_narrow``
+    The quickstart's sign flip with many observations: ``theta ~ N(0.5, 1.5^2)`` and 2000
+    observations ``y_i ~ N(theta^2, 1)``, or 1000 observations ``y_i ~ N(100 theta^2, 100^2)``
+    (the same kind of posterior with the data in other units), both drawn with
+    ``theta = 1.1``. Two narrow modes near ``+-1.1`` (sd 0.010 and 0.015), weighted apart by
+    the prior (about 0.38 / 0.62), the density at ``theta = 0`` hundreds of nats below them.
+    Truth: adaptive 1-D quadrature of each half line with a breakpoint at its mode, the
+    likelihood from the sufficient statistics (cross-checked by Laplace's approximation, within
+    3e-4 nats).
 
 Methods
 -------
@@ -125,6 +134,7 @@ PROBLEMS = (
     "peaks_2d", "shells_2d", "shells_5d", "shells_20d", "gauss_corr_10d", "gauss_in_box",
     "rosenbrock_2d", "cauchy_2d", "eight_schools", "hier_gauss_11d",
     *(f"spike_slab_{d}d_{kind}" for kind in ("spike", "even", "slab") for d in (5, 10, 20)),
+    "sign_flip_2000", "sign_flip_narrow",
 )
 METHODS = ("ct", "pe", "pe_base", "smc", "dynesty")
 QUICK_PROBLEMS = ("gauss_in_box", "rosenbrock_2d")

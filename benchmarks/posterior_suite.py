@@ -1,6 +1,6 @@
 """Posterior benchmark: mode probabilities of multimodal models, tempering methods against SMC and NUTS.
 
-What it measures: how much posterior mass each method puts on each mode of thirteen multimodal
+What it measures: how much posterior mass each method puts on each mode of seventeen multimodal
 models whose mode probabilities are known exactly (quadrature, symmetry or a closed form),
 side by side over seeds. Per run it records the largest error over the modes' probabilities,
 that mode's standard error, every mode's probability, the evidence's ``reliable`` flag, the
@@ -72,6 +72,33 @@ of posterior draws to modes and the exact mode probabilities; ``--check`` prints
     prior; at ``a = 0`` the log density is 218 nats below the peaks. Modes: ``a < 0`` /
     ``a > 0``. Truth: ``mu_b`` and ``b`` integrated out in closed form (``y | a`` is
     Gaussian), then 1-D quadrature over ``a`` (about 0.259 / 0.741); log Z the same way.
+``one_factor``
+    A one-factor model with its factors as parameters: ``y_ij ~ N(f_i lambda_j, psi_j^2)``
+    for 40 rows and 5 features (data from loadings 0.9, 0.8, 0.7, 0.6, 0.5 and noise sd
+    0.5), ``lambda_j, f_i ~ N(0, 1)``, ``psi_j ~ HalfNormal(1)``; 50 parameters. Flipping the
+    signs of all the loadings and all the factors together leaves the density unchanged, so
+    the posterior has a mode for each sign. Modes: ``lambda_0 < 0`` / ``lambda_0 > 0``; truth
+    0.5 / 0.5 by that symmetry. No log Z.
+``two_factor``
+    A two-factor model, ``y_ij ~ N(sum_k F_ik Lambda_jk, psi_j^2)`` for 50 rows and 6
+    features, lower-triangular loadings (``Lambda_01 = 0``, the other 11 ``N(0, 1)``),
+    ``F_ik ~ N(0, 1)``, ``psi_j ~ HalfNormal(1)``; 117 parameters. Flipping one column of
+    the loadings together with its factor leaves the density unchanged. Modes: the signs of
+    ``(Lambda_00, Lambda_11)``, ``--``, ``-+``, ``+-``, ``++``; truth 1/4 each by that
+    symmetry. No log Z.
+``tanh_network``
+    A network with two tanh hidden units, ``y_i ~ N(v_0 tanh(w_0 x_i + b_0) + v_1 tanh(w_1 x_i
+    + b_1) + c, 0.15^2)`` at 30 inputs on ``[-3, 3]`` (data from ``v = (1.5, -1)``, ``w = (2,
+    1)``, ``b = (1, -1)``), all seven weights ``N(0, 1)``. Flipping one unit's ``(w, b, v)``
+    leaves the density unchanged (tanh is odd), and so does swapping the units: eight
+    equivalent modes. Modes: the signs of ``(v_0, v_1)``, ``--``, ``-+``, ``+-``, ``++`` (two
+    of the eight each); truth 1/4 each by symmetry. No log Z.
+``free_variance_mixture``
+    A two-component normal mixture with free sds, ``y_i ~ 0.5 N(mu_1, sigma_1^2) + 0.5 N(mu_2,
+    sigma_2^2)``, 60 observations (30 from ``N(-2, 0.5^2)``, 30 from ``N(3, 1.5^2)``),
+    ``mu_k ~ N(0, 5^2)`` with no ordering, ``sigma_k ~ HalfNormal(2)``. The likelihood is
+    unbounded (a component collapsing on one observation), the posterior proper. Modes:
+    ``mu_1 < mu_2`` / ``mu_1 > mu_2``; truth 0.5 / 0.5 by exchangeability. No log Z.
 
 Methods
 -------
@@ -102,7 +129,7 @@ compilation. The wall time is measured inside the case: model build, compilation
 Usage::
 
     .venv/bin/python benchmarks/posterior_suite.py --check       # print the exact probabilities
-    .venv/bin/python benchmarks/posterior_suite.py               # 13 models, 5 methods, 10 seeds
+    .venv/bin/python benchmarks/posterior_suite.py               # 17 models, 5 methods, 10 seeds
     .venv/bin/python benchmarks/posterior_suite.py --problems quickstart,mixture_2d \\
         --methods ct,smc --seeds 3 --resume
     .venv/bin/python benchmarks/posterior_suite.py --report      # the tables from --out
@@ -131,7 +158,8 @@ from harness import _fmt
 
 MODELS = ("quickstart", "mixture_2d", "mixture_5d", "mixture_10d", "shells_5d", "shells_20d",
           "label_switching", "kou_a", "kou_b", "bilinear_regression", "label_switching_3",
-          "periodic_frequency", "hierarchical_bilinear")
+          "periodic_frequency", "hierarchical_bilinear", "one_factor", "two_factor", "tanh_network",
+          "free_variance_mixture")
 METHODS = ("ct", "gibbs_ct", "pe", "smc", "nuts")
 QUICK_MODELS = ("quickstart", "label_switching")
 DEFAULT_OUT = Path("/tmp/posterior_suite.json")
