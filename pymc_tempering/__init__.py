@@ -13,7 +13,7 @@ from pymc_tempering.analysis import (
     posterior_check,
 )
 from pymc_tempering.summaries import resample, weighted_expectation, weighted_summary
-from pymc_tempering.diagnostics import Diagnosis, diagnose
+from pymc_tempering.checks import Diagnosis, diagnose
 from pymc_tempering.bases import (
     Base,
     MixtureBase,

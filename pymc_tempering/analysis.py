@@ -1,8 +1,9 @@
-"""Reading results: the log marginal likelihood and the posterior's verdict.
+"""Reading results: the log marginal likelihood, Bayes factors and model probabilities.
 
 These work on any method's result, since they read only the layout built by
-:mod:`pymc_tempering.results`; the weighted summaries, expectations and resamples that the
-verdict reads are :mod:`pymc_tempering.summaries`'.
+:mod:`pymc_tempering.results`; the evidence's verdict is that of the checks that bear on it
+(:func:`~pymc_tempering.diagnose`). The posterior's verdict (:func:`posterior_check`) is
+:mod:`pymc_tempering.checks`', re-exported here beside it.
 """
 
 from __future__ import annotations
@@ -14,15 +15,14 @@ import pandas as pd
 from scipy.special import logsumexp
 from xarray import DataTree
 
-from pymc_tempering.checks import MASS_NEAR_OPTIMA, MISSED_MODE_MASS, POSTERIOR_CHECKS
-from pymc_tempering.diagnostics import diagnose
-from pymc_tempering.results import (
-    check_result,
-    require_group,
-    strata_problems,
-    strata_table,
+from pymc_tempering.checks import (
+    MAX_MODE_SE,
+    MIN_ESS_PER_CHAIN,
+    PosteriorCheck,
+    diagnose,
+    posterior_check,
 )
-from pymc_tempering.summaries import weighted_summary
+from pymc_tempering.results import check_result, require_group
 
 __all__ = [
     "LogMarginalLikelihood",
@@ -82,107 +82,6 @@ class LogMarginalLikelihood:
         ]
         lines += [f"  - {problem}" for problem in self.problems]
         return "\n".join(lines)
-
-
-#: Effective draws per chain below which weighted summaries are not reliable (``pm.sample`` warns
-#: below the same count).
-MIN_ESS_PER_CHAIN = 100
-#: Largest standard error of a mode's probability in a reliable posterior: an error of 0.05 is
-#: then 2.5 standard errors.
-MAX_MODE_SE = 0.02
-#: The posterior checks that a stratification by importance sampling with mode draws answers
-#: (the evidence's verdict still reads them: the run's own estimate lacks what it missed).
-STRATA_ANSWER = (MISSED_MODE_MASS.name, MASS_NEAR_OPTIMA.name)
-
-
-@dataclass(frozen=True)
-class PosteriorCheck:
-    """Whether a result's weighted draws support its posterior summaries, apart from its evidence.
-
-    Attributes
-    ----------
-    reliable : bool
-        False when a problem below was found: the summaries of
-        :func:`weighted_summary` and the draws of :func:`resample` may then be off by more
-        than their standard errors say, or those errors are too large to use.
-    problems : tuple of str
-        One sentence per problem.
-    mode_probabilities : pandas.DataFrame or None
-        For a result stratified by the modes of its base's mode search (continuous tempering
-        with several optima found): per region ``probability``, ``standard_error``,
-        ``optima`` (the search's optima it holds), the weighted draws' own
-        ``draws_probability`` and ``draws_standard_error``, and ``khat`` (importance sampling
-        of its mass); ``attrs["method"]`` says how the probabilities were found. None
-        otherwise.
-    """
-
-    reliable: bool
-    problems: tuple[str, ...]
-    mode_probabilities: pd.DataFrame | None = None
-
-
-def posterior_check(idata: DataTree) -> PosteriorCheck:
-    """Judge a weighted result's posterior: its modes' probabilities and its effective draws.
-
-    The checks:
-
-    - the stratification's own problems (``mode_probabilities`` group): importance sampling of
-      a mode's mass that cannot be trusted (the probabilities then come from the draws alone),
-      or a mode with mass and no draws;
-    - a mode probability with a standard error above :data:`MAX_MODE_SE`;
-    - a failed check of :func:`~pymc_tempering.diagnose` that bears on the draws (those of
-      :data:`pymc_tempering.checks.POSTERIOR_CHECKS`: a missed optimum, an incomplete mode
-      search, a funnel's neck, mass beyond the draws or about an optimum that they
-      under-represent, divergences);
-    - a posterior entry whose weighted mean is worth fewer than :data:`MIN_ESS_PER_CHAIN`
-      independent draws per chain (``ess_mean`` of :func:`weighted_summary`, which for a
-      stratified result counts the modes' probabilities as known to their standard errors).
-
-    The methods store the verdict in the result's ``attrs["posterior_reliable"]`` and
-    ``attrs["posterior_problems"]`` (the problems joined by ``"; "``, for display) and warn
-    with each problem.
-    """
-    check_result(idata)
-    problems, table = [], None
-    if "mode_probabilities" in idata.children:
-        strata = strata_table(idata["mode_probabilities"])
-        table = strata.to_dataframe()
-        table.attrs["method"] = strata.attrs.get("method", "")
-        problems += strata_problems(idata["mode_probabilities"])
-        worst = float(np.nanmax(strata["standard_error"].values))
-        if not worst <= MAX_MODE_SE:
-            problems.append(
-                f"the modes' probabilities have standard errors up to {worst:.3f} (above "
-                f"{MAX_MODE_SE}; from the {table.attrs['method']}): longer runs (draws) make "
-                "more moves between the modes"
-            )
-    checks = diagnose(idata).checks
-    answered = ()
-    if table is not None and table.attrs["method"] == "importance sampling" and (
-            "mode_draws" in idata.children):
-        # the modes' masses by importance sampling, each described by its own draws: mass
-        # about an optimum that the chains missed or under-visited is in the summaries
-        answered = STRATA_ANSWER
-    failed = [] if checks.empty else [c for c in POSTERIOR_CHECKS if c not in answered
-                                       and c in checks.index and not checks.loc[c, "ok"]]
-    if failed:
-        problems.append(
-            f"pmt.diagnose found mass the draws did not reach ({', '.join(failed)}): the "
-            "summaries lack it"
-        )
-    chains = idata["posterior"].sizes["chain"]
-    ess = weighted_summary(idata)["ess_mean"]
-    low = ess[ess < MIN_ESS_PER_CHAIN * chains]
-    if len(low):
-        problems.append(
-            f"the weighted draws are worth fewer than {MIN_ESS_PER_CHAIN} independent draws "
-            f"per chain for {len(low)} of {len(ess)} posterior entries (fewest: "
-            f"{low.idxmin()}, {low.min():.0f} for {chains} chains; ess_mean in "
-            "pmt.weighted_summary): their weighted means are within mcse_mean, and their sds "
-            "and intervals are about that imprecise. Run longer chains (draws) for posterior "
-            "summaries"
-        )
-    return PosteriorCheck(not problems, tuple(problems), table)
 
 
 def _smc_log_marginal_likelihood(idata: DataTree) -> LogMarginalLikelihood:

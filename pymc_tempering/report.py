@@ -7,7 +7,7 @@ whose draws are unweighted Markov chains, :func:`warn_convergence` (PyMC's own R
 checks) and :func:`warn_missed_modes` (optima of a mode search that the draws never came near,
 the caller's mode search).
 This module reads results, so it sits above
-:mod:`~pymc_tempering.analysis` and :mod:`~pymc_tempering.diagnostics` and below the methods.
+:mod:`~pymc_tempering.analysis` and :mod:`~pymc_tempering.checks` and below the methods.
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ import numpy as np
 from pymc.stats.convergence import WarningType, run_convergence_checks
 from xarray import DataTree
 
-from pymc_tempering.analysis import posterior_check
+from pymc_tempering.checks import MISSED_MASS_LIMIT, diagnose, posterior_check
 from pymc_tempering.contract import warn
-from pymc_tempering.diagnostics import MISSED_MASS_LIMIT, diagnose
 from pymc_tempering.timing import phase
 
 __all__ = [

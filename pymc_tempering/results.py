@@ -17,6 +17,7 @@ Layout (``docs/results.md`` describes it for users):
 from __future__ import annotations
 
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 import pymc
@@ -50,6 +51,7 @@ __all__ = [
     "PSEUDO_SAMPLE", "constrained_draws", "draws_to_datatree", "rebuild_posterior", "add_rounds",
     "strata_group", "MODE_REGION", "flat_direction_count", "strata_problems",
     "strata_table", "PROBLEM", "require_group", "OTHER_MODE_REGION", "mode_draws_group", "read_mode_draws",
+    "BaseRecord", "Optima", "Funnels", "read_base",
 ]
 
 # The dimension of the regions of a stratified result (the ``mode_probabilities`` group), and
@@ -260,6 +262,99 @@ def base_group(
     return xr.Dataset(data, coords=coords)
 
 
+class Optima(NamedTuple):
+    """The optima a result's ``base`` group holds (:func:`base_group`), as arrays.
+
+    Attributes
+    ----------
+    points : ndarray, shape (mode, flat)
+    log_density, log_mass : ndarray, shape (mode,)
+    hits : ndarray of int, shape (mode,)
+        How many of the mode search's runs reached each.
+    variance : ndarray, shape (mode, flat)
+        The diagonals of their Laplace covariances.
+    """
+
+    points: np.ndarray
+    log_density: np.ndarray
+    log_mass: np.ndarray
+    hits: np.ndarray
+    variance: np.ndarray
+
+
+class Funnels(NamedTuple):
+    """The spikes a result's ``base`` group holds (:func:`base_group`), one entry each.
+
+    ``tail_ratio`` is NaN where the profile's tail is incomplete (the log marginal likelihood
+    is not corrected for that funnel); ``variable`` names each spike's flat coordinate.
+    """
+
+    mass: np.ndarray
+    mass_se: np.ndarray
+    edge: np.ndarray
+    inner: np.ndarray
+    index: np.ndarray
+    tail_ratio: np.ndarray
+    variable: np.ndarray
+
+
+class BaseRecord(NamedTuple):
+    """A result's ``base`` group, read back (:func:`read_base`).
+
+    Attributes
+    ----------
+    mean, variance : ndarray, shape (flat,)
+        The Gaussian base's moments on the flat unconstrained space.
+    labels : ndarray of str, shape (flat,)
+        The value variable of each flat element.
+    optima : Optima or None
+        The optima of the base's mode search and those its run reached; None without.
+    funnels : Funnels or None
+        The spikes the mode search climbed, judged against the run's draws; None without.
+    """
+
+    mean: np.ndarray
+    variance: np.ndarray
+    labels: np.ndarray
+    optima: Optima | None
+    funnels: Funnels | None
+
+
+def read_base(idata) -> BaseRecord | None:
+    """A result's ``base`` group (written by :func:`base_group`) as a :class:`BaseRecord`;
+    None for a result without one. The one reader of that group: nothing else reads its
+    variables by name."""
+    if "base" not in idata.children:
+        return None
+    group = idata["base"]
+    optima = funnels = None
+    if "mode_point" in group:
+        optima = Optima(
+            points=group["mode_point"].values,
+            log_density=group["mode_log_density"].values,
+            log_mass=group["mode_log_mass"].values,
+            hits=group["mode_hits"].values.astype(int),
+            variance=group["mode_variance"].values,
+        )
+    if "funnel_mass" in group:
+        funnels = Funnels(
+            mass=group["funnel_mass"].values,
+            mass_se=group["funnel_mass_se"].values,
+            edge=group["funnel_edge"].values,
+            inner=group["funnel_inner"].values,
+            index=group["funnel_index"].values.astype(int),
+            tail_ratio=group["funnel_tail_ratio"].values,
+            variable=group["funnel_variable"].values.astype(str),
+        )
+    return BaseRecord(
+        mean=group["mean"].values,
+        variance=group["variance"].values,
+        labels=group["flat_variable"].values.astype(str),
+        optima=optima,
+        funnels=funnels,
+    )
+
+
 def check_result(idata) -> None:
     """Refuse what is not a result ``DataTree``, saying what to pass instead (``TypeError``)."""
     if isinstance(idata, DataTree):
@@ -288,8 +383,7 @@ def require_group(idata, group: str, var: str | None = None) -> None:
 
 def flat_draws_from_result(idata: DataTree) -> np.ndarray:
     """Flat unconstrained draws ``(chain, draw, ndim)`` of a result that has a ``base`` group."""
-    labels = list(idata["base"]["flat_variable"].values)
-    names = list(dict.fromkeys(labels))
+    names = list(dict.fromkeys(read_base(idata).labels))
     parts = []
     for name in names:
         group = (

@@ -1,12 +1,24 @@
-"""checks.py: the one registry of diagnose's checks, and the lists derived from it."""
+"""pymc_tempering.checks: the one registry of the checks, and what loops over it."""
 
-import ast
-from pathlib import Path
-
+import numpy as np
 import pytest
+import xarray as xr
+from checks import seed
+from xarray import DataTree
 
-from pymc_tempering import checks
-from pymc_tempering.checks import CHECKS, NOT_REFIT, POSTERIOR_CHECKS, Mend, check
+import pymc_tempering as pmt
+from pymc_tempering.checks import (
+    CHECKS,
+    NOT_REFIT,
+    POSTERIOR_CHECKS,
+    Check,
+    Finding,
+    Mend,
+    check,
+    diagnose,
+    posterior_check,
+)
+from pymc_tempering.checks import registry
 
 
 def test_one_record_per_check():
@@ -14,34 +26,123 @@ def test_one_record_per_check():
     assert len(names) == len(set(names))
     assert all(isinstance(c.mended_by, Mend) for c in CHECKS)
     assert all(c.evidence or c.posterior for c in CHECKS)
-    assert check("divergences") is checks.DIVERGENCES
+    assert all(callable(c.applies) and callable(c.judge) for c in CHECKS)
+    assert check("divergences") is registry.DIVERGENCES
     with pytest.raises(KeyError):
         check("no_such_check")
 
 
 def test_derived_lists():
     """NOT_REFIT and POSTERIOR_CHECKS come from the records: the failed checks a refit of the
-    base does not mend (the weights' tail, the standard error, a missed mode, an incomplete mode
-    search, a funnel's neck, mass beyond the draws or about an optimum, divergences), and those
-    that bear on the draws, in the order posterior_check names them."""
+    base does not mend, and those that bear on the draws, in registry order."""
     assert NOT_REFIT == {c.name for c in CHECKS if c.mended_by is not Mend.REFIT} == {
-        "divergences", "pareto_khat", "missed_mode_mass", "standard_error", "unseen_optima",
-        "funnel_mass", "mass_beyond_draws", "mass_near_optima",
+        "improper_prior", "divergences", "pareto_khat", "missed_mode_mass", "standard_error",
+        "unseen_optima", "funnel_mass", "mass_beyond_draws", "mass_near_optima", "known_modes",
     }
     assert POSTERIOR_CHECKS == (
-        "missed_mode_mass", "unseen_optima", "funnel_mass", "mass_beyond_draws",
-        "mass_near_optima", "divergences",
+        "mass_beyond_draws", "mass_near_optima", "divergences", "unseen_optima",
+        "missed_mode_mass", "known_modes", "funnel_mass",
     )
     # mass about an optimum bears on the evidence only through mass_beyond_draws
-    assert not checks.MASS_NEAR_OPTIMA.evidence
+    assert not registry.MASS_NEAR_OPTIMA.evidence
+    assert {c.name for c in CHECKS if c.answered_by_strata} == {
+        "missed_mode_mass", "mass_near_optima"}
 
 
-def test_the_registry_imports_nothing_of_the_library():
-    """A low layer: every module may read it, and it reads none."""
-    tree = ast.parse(Path(checks.__file__).read_text())
-    imported = [
-        node.module if isinstance(node, ast.ImportFrom) else alias.name
-        for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)
-        for alias in node.names
-    ]
-    assert not [m for m in imported if m and m.startswith("pymc_tempering")]
+def _tempered(with_optima: bool, rng) -> DataTree:
+    """A continuous tempering result whose base group holds optima or none (a mode search that
+    found none)."""
+    u = rng.normal(size=(2, 400))
+    data = {"mean": ("flat", [0.0]), "variance": ("flat", [1.0])}
+    if with_optima:
+        data |= {
+            "mode_point": (("mode", "flat"), [[0.0]]), "mode_log_density": ("mode", [0.0]),
+            "mode_log_mass": ("mode", [0.0]), "mode_hits": ("mode", [32]),
+            "mode_variance": (("mode", "flat"), [[1.0]]),
+        }
+    base = xr.Dataset(data, coords={"flat_variable": ("flat", ["u"])})
+    tree = DataTree.from_dict({
+        "/posterior": xr.Dataset({
+            "u": (("chain", "draw"), u),
+            "inverse_temperature": (("chain", "draw"), rng.uniform(size=(2, 400))),
+        }),
+        "/sample_stats": xr.Dataset({
+            "log_weight": (("chain", "draw"), np.log(rng.uniform(0.9, 1.0, size=(2, 400)))),
+            "log_base_weight": (("chain", "draw"), np.log(rng.uniform(0.9, 1.0, size=(2, 400)))),
+        }),
+        "/base": base,
+    })
+    tree.attrs = {"method": "continuous_tempering", "log_marginal_likelihood": 0.0,
+                  "log_marginal_likelihood_se": 0.01}
+    return tree
+
+
+def test_a_run_whose_mode_search_found_no_optimum_has_no_reliable_posterior():
+    """known_modes: a tempered run whose base's mode search found no optimum (an unbounded
+    density: latent factors, free mixture scales) cannot account for its modes, so its
+    posterior is not reliable, whatever its draws look like; its evidence's verdict is not
+    changed by it. With an optimum the check passes."""
+    rng = np.random.default_rng(seed(21))
+    blind, seen = _tempered(False, rng), _tempered(True, rng)
+    flagged = diagnose(blind)
+    assert not flagged.checks.loc["known_modes", "ok"]
+    [problem] = [p for p in flagged.problems if "found no optimum" in p]
+    assert problem in flagged.draws_only and problem not in flagged.evidence_problems
+    verdict = posterior_check(blind)
+    assert not verdict.reliable
+    assert any("found no optimum" in p for p in verdict.problems)
+    assert diagnose(seen).checks.loc["known_modes", "ok"]
+    assert not any("found no optimum" in p for p in posterior_check(seen).problems)
+
+
+def test_a_new_check_is_one_record(monkeypatch):
+    """A record added to the registry is run by diagnose (its row and problem), read by the
+    posterior's verdict when it bears on the posterior, and skipped where it does not apply."""
+    def judge(run):
+        share = float(np.mean(run.beta > 0.5))
+        return Finding(share, "< 0.1", share < 0.1, "share of hot draws",
+                       "too many hot draws" if share >= 0.1 else None)
+
+    def applies(run):
+        return run.beta is not None
+
+    record = Check("hot_draws", False, True, Mend.NOTHING, applies, judge)
+    import pymc_tempering.checks.diagnosis as diagnose_module
+
+    monkeypatch.setattr(diagnose_module, "CHECKS", (*CHECKS, record))
+    rng = np.random.default_rng(seed(22))
+    tree = _tempered(True, rng)
+    diagnosis = diagnose(tree)
+    assert diagnosis.checks.loc["hot_draws", "ok"] == False  # noqa: E712 (a numpy bool)
+    assert "too many hot draws" in diagnosis.draws_only
+    assert "too many hot draws" in posterior_check(tree).problems
+    no_beta = DataTree.from_dict({"/sample_stats": tree["sample_stats"].to_dataset()})
+    assert "hot_draws" not in diagnose(no_beta).checks.index
+
+
+def test_the_extension_policy_applies_each_failed_records_mend(monkeypatch):
+    """rounds._extension reads the registry: a failed evidence check mended by a refit refits,
+    one mended by a higher target_accept raises it, one mended by nothing changes nothing, and
+    a check of the posterior alone asks for no further run."""
+    from pymc_tempering.checks.diagnosis import Diagnosis
+    from pymc_tempering.extended import rounds
+
+    def diagnosis(*records):
+        findings = {r.name: Finding(1, "0", False, "", "problem") for r in records}
+        return Diagnosis(checks=None, problems=["problem"], findings=findings)
+
+    refitted = []
+    monkeypatch.setattr(rounds, "_refit", lambda *a: (refitted.append(1) or ("base", 1.0, True)))
+    for records, accept, refit in [
+        ((registry.DIVERGENCES,), 0.95, False),
+        ((registry.BETA_NEAR_0,), 0.9, True),
+        ((registry.PARETO_KHAT,), None, False),
+        ((registry.KNOWN_MODES, registry.MASS_NEAR_OPTIMA), None, False),
+    ]:
+        refitted.clear()
+        monkeypatch.setattr(rounds, "diagnose", lambda result, d=diagnosis(*records): d)
+        nxt = rounds._extension(None, None, pmt.Base(np.zeros(1), np.eye(1)), 0.0, 100, 0.9, 0)
+        if accept is None:
+            assert nxt is None
+            continue
+        assert nxt.target_accept == pytest.approx(accept) and bool(refitted) == refit

@@ -142,6 +142,7 @@ def _full_result(near_optimum=0.0):
         {
             "mean": ("flat", [0.0]), "variance": ("flat", [1.0]),
             "mode_point": (("mode", "flat"), [[-1.0], [1.0]]),
+            "mode_log_density": ("mode", [0.0, 0.0]), "mode_variance": (("mode", "flat"), [[1.0], [1.0]]),
             "mode_log_mass": ("mode", [0.0, 0.0]), "mode_hits": ("mode", [10, 10]),
             "funnel_mass": ("funnel", [0.0]), "funnel_mass_se": ("funnel", [0.01]),
             "funnel_edge": ("funnel", [-2.0]), "funnel_inner": ("funnel", [1.0]),
@@ -169,11 +170,15 @@ def _full_result(near_optimum=0.0):
 
 
 def test_every_check_is_a_record_of_the_registry():
-    """The table's rows are the checks of pymc_tempering.checks, every one of them."""
+    """The table's rows are the checks of pymc_tempering.checks, every one of them (the
+    improper prior, a property of the model, is a problem without a row)."""
     from pymc_tempering.checks import CHECKS
 
-    rows = diagnose(_full_result()).checks.index
-    assert sorted(rows) == sorted(c.name for c in CHECKS)
+    diagnosis = diagnose(_full_result())
+    rows = diagnosis.checks.index
+    assert sorted(rows) == sorted(c.name for c in CHECKS if not c.improper)
+    assert list(diagnosis.findings) == [c.name for c in CHECKS]
+    assert diagnosis.improper == [diagnosis.problems[0]]
 
 
 def test_mass_about_an_optimum_from_the_coverage_group_is_a_problem_of_the_draws():

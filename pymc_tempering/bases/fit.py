@@ -504,7 +504,7 @@ def widen_base(base: Base, missed) -> Base:
     base : Base
         A base with ``modes``.
     missed : array_like of bool, shape (mode,)
-        Which optima to add (:func:`~pymc_tempering.diagnostics.missed_modes`).
+        Which optima to add (:func:`~pymc_tempering.checks.missed_modes`).
     """
     index = np.flatnonzero(missed)
     if base.modes is None or index.size == 0:

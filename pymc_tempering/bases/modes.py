@@ -20,6 +20,7 @@ from scipy.special import logsumexp
 
 from pymc_tempering.contract import reproducible
 from pymc_tempering.estimators import unseen_share
+from pymc_tempering.results import read_base
 from pymc_tempering.target import Target, negative_log_density
 from pymc_tempering.timing import phase
 
@@ -305,19 +306,19 @@ def modes_from_result(result, known: Modes | None = None) -> Modes | None:
     The group keeps the diagonals of the Laplace covariances; an optimum that is one of
     ``known``'s points gets ``known``'s full covariance back.
     """
-    group = result["base"]
-    if "mode_point" not in group:
+    base = read_base(result)
+    if base is None or base.optima is None:
         return None
-    points = group["mode_point"].values
-    cov = np.array([np.diag(v) for v in group["mode_variance"].values])
+    optima = base.optima
+    points = optima.points
+    cov = np.array([np.diag(v) for v in optima.variance])
     if known is not None:
         for i, point in enumerate(points):
             same = np.flatnonzero(np.all(known.points == point, axis=1))
             if same.size:
                 cov[i] = known.cov[same[0]]
-    return Modes(points=points, log_density=group["mode_log_density"].values,
-                 log_mass=group["mode_log_mass"].values, cov=cov,
-                 hits=group["mode_hits"].values.astype(int))
+    return Modes(points=points, log_density=optima.log_density, log_mass=optima.log_mass,
+                 cov=cov, hits=optima.hits)
 
 
 def _farthest_points(points, n: int, random_seed) -> np.ndarray:

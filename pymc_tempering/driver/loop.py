@@ -28,7 +28,7 @@ from xarray import DataTree
 
 from pymc_tempering.bases import find_modes
 from pymc_tempering.contract import seed_attrs, split_seed
-from pymc_tempering.diagnostics import missed_optima
+from pymc_tempering.checks import missed_optima
 from pymc_tempering.progress import progress_bar
 from pymc_tempering.report import (
     MissedModes,
@@ -245,7 +245,7 @@ def missed_modes_of_draws(target: Target, x: np.ndarray, seed) -> MissedModes | 
     density (for a ``pm.Minibatch`` model, the full data's, one pass over them per evaluation:
     :func:`~pymc_tempering.target.full_data_energies`), when the prior is proper; the draws are
     matched to their nearest optimum in units of the optima's Laplace standard deviations
-    (:func:`~pymc_tempering.diagnostics.missed_optima`). Chains that all miss the same mode
+    (:func:`~pymc_tempering.checks.missed_optima`). Chains that all miss the same mode
     agree with each other, so R-hat does not see it: on a mixture of three normals with weights
     0.2, 0.3 and 0.5, TACT-HMC at its defaults never visited the 0.5 mode (450 nats of barrier;
     R-hat 1.04), and on issue 16's sign-flip posterior (20,000 data in minibatches of 200) its

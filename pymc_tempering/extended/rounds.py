@@ -22,14 +22,13 @@ from pymc_tempering.bases import (
     modes_from_result,
     widen_base,
 )
-from pymc_tempering.checks import NOT_REFIT  # the failed checks that no refit of the base mends
+from pymc_tempering.checks import MISSED_MASS_LIMIT, Mend, diagnose, missed_modes
 from pymc_tempering.contract import check_bootstrap, check_extension_args, split_seed, warn
-from pymc_tempering.diagnostics import MISSED_MASS_LIMIT, diagnose, missed_modes, precision_goal
 from pymc_tempering.estimators import kish_ess
 from pymc_tempering.extended.runner import ExtendedSampling, run_extended
 from pymc_tempering.extended.tempered import Tempering
 from pymc_tempering.report import warn_weighted
-from pymc_tempering.results import INVERSE_TEMPERATURE, add_rounds
+from pymc_tempering.results import INVERSE_TEMPERATURE, add_rounds, read_base
 from pymc_tempering.target import Target
 from pymc_tempering.timing import phase
 
@@ -104,8 +103,9 @@ def _with_found_optima(base, result):
 
 
 def _missed(result, base):
-    """Which optima of the base's mode search the result missed, or None when none was."""
-    if base.modes is None or "mode_point" not in result["base"]:
+    """Which optima of the base's mode search a bootstrap round missed, or None when none was
+    (the ``missed_mode_mass`` check's remedy, read before the round's base is refitted)."""
+    if base.modes is None or read_base(result).optima is None:
         return None
     missed, mass = missed_modes(result)
     return missed if mass >= MISSED_MASS_LIMIT else None
@@ -141,7 +141,6 @@ def _widen(target, result, base, log_zeta, missed, zeta_seed):
     return base, log_zeta
 
 
-DRAWS_GROWTH = 4.0  # most growth of the draws per extension for target_se
 MISSED_MODE_GROWTH = 2.0  # growth of the draws in an extension after a missed mode
 
 
@@ -157,37 +156,40 @@ class _Extension(NamedTuple):
 
 
 @phase("checks")
-def _extension(target, result, base, log_zeta, draws, target_accept, target_se, zeta_seed):
-    """The next run that the problems :func:`diagnose` finds in ``result`` ask for, or None."""
-    checks = diagnose(result).checks
-    failed = set() if checks.empty else set(checks.index[~checks["ok"]])
-    se = result.attrs.get("log_marginal_likelihood_se", 0.0)
-    imprecise = target_se is not None and se > precision_goal(
-        target_se, result.attrs["log_marginal_likelihood"]
-    )
-    if not failed and not imprecise:
-        return None
-    reasons, refit, next_accept = [], False, target_accept
-    if "divergences" in failed:
+def _extension(target, result, base, log_zeta, draws, target_accept, zeta_seed):
+    """The next run that the failed checks of ``result`` ask for, or None.
+
+    Each failed check that bears on the evidence is mended as its record of the registry says
+    (:class:`~pymc_tempering.checks.Mend`): ``HIGHER_TARGET_ACCEPT`` takes ``target_accept``
+    halfway to 1; ``WIDENED_BASE`` widens the base to the optima its finding names, with
+    ``MISSED_MODE_GROWTH`` times longer chains; ``REFIT`` refits the base and ``log_zeta`` to
+    the run (unless it is widened); ``LONGER_CHAINS`` refits too and grows the chains by the
+    factor its finding gives; ``NOTHING`` changes nothing. A check of the posterior alone is
+    not mended by a further run of the evidence.
+    """
+    failed = [(c, f) for c, f in diagnose(result).failed() if c.evidence]
+    mends = {c.mended_by for c, _ in failed}
+    reasons, refit, next_accept, grow = [], False, target_accept, 1.0
+    if Mend.HIGHER_TARGET_ACCEPT in mends:
         next_accept = 1 - (1 - target_accept) / 2
         reasons.append("divergences")
-    missed = _missed(result, base)
-    others = failed - NOT_REFIT
-    if missed is not None:
+    missed = next((f.remedy for c, f in failed if c.mended_by is Mend.WIDENED_BASE), None)
+    refits = [c.name for c, _ in failed if c.mended_by is Mend.REFIT]
+    longer = [(c, f) for c, f in failed if c.mended_by is Mend.LONGER_CHAINS]
+    if missed is not None and base.modes is not None:
         base, log_zeta = _widen(target, result, base, log_zeta, missed, zeta_seed)
         reasons.append("a missed mode")
-    elif others or imprecise:
+        # the chains reach a mode only through excursions towards beta = 0, so the widened
+        # base's run gets more of them
+        grow = MISSED_MODE_GROWTH
+    elif refits or longer:
         base, log_zeta, refit = _refit(target, result, base, zeta_seed)
-        why = [f"failed checks ({', '.join(sorted(others))})"] if others else []
-        why += [f"a standard error of {se:.3g} above {target_se}"] if imprecise else []
+        why = [f"failed checks ({', '.join(sorted(refits))})"] if refits else []
+        # "a standard error of 0.35 (<= 0.3)"
+        why += [f"a {c.name.replace('_', ' ')} of {f.value:.3g} ({f.limit})" for c, f in longer]
         reasons.append(" and ".join(why) + ": refit")
-    # A missed mode: the chains reach a mode only through excursions towards beta = 0, so
-    # the widened base's run gets MISSED_MODE_GROWTH times more of them. The standard error
-    # falls as 1 / sqrt(draws): enough draws for target_se with a fifth to spare, at most
-    # DRAWS_GROWTH times more per extension.
-    grow = MISSED_MODE_GROWTH if missed is not None else 1.0
-    if imprecise:
-        grow = max(grow, min(DRAWS_GROWTH, 1.2 * (se / target_se) ** 2))
+    for _, finding in longer:
+        grow = max(grow, finding.remedy or 1.0)
     next_draws = draws
     if grow > 1:
         next_draws = int(np.ceil(draws * grow))
@@ -262,8 +264,10 @@ def run_with_bootstrap(
     seconds = time.perf_counter() - began
     stopped = None
     for run_seed, zeta_seed in zip(extension_seeds[::2], extension_seeds[1::2], strict=True):
+        if policy.target_se is not None:  # what the run was asked for, which the checks read
+            result.attrs["target_se"] = float(policy.target_se)
         base = _with_found_optima(base, result)
-        nxt = _extension(target, result, base, log_zeta, draws, accept, policy.target_se, zeta_seed)
+        nxt = _extension(target, result, base, log_zeta, draws, accept, zeta_seed)
         if nxt is None:
             break
         if policy.max_time is not None:

@@ -17,7 +17,7 @@ from targets import numeric_grad, reference_logp
 
 import pymc_tempering as pmt
 from pymc_tempering.bases import find_modes
-from pymc_tempering.diagnostics import missed_modes
+from pymc_tempering.checks import missed_modes
 from pymc_tempering.estimators import weighted_mean
 from pymc_tempering.target import Target
 

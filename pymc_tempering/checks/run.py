@@ -1,0 +1,148 @@
+"""A run as the checks read it: each result group through its one typed reader, read once.
+
+The checks never look a group or an attr up by name: a :class:`Run` reads the result's root
+attrs, its ``posterior`` and ``sample_stats``, its ``base`` group
+(:func:`~pymc_tempering.results.read_base`) and its ``coverage`` group
+(:func:`~pymc_tempering.coverage.read_coverage`), each on first use, and keeps what several
+checks share (the flat draws, the temperature's ends).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+from xarray import DataTree
+
+from pymc_tempering.coverage import Beyond, read_coverage
+from pymc_tempering.results import (
+    INVERSE_TEMPERATURE,
+    BaseRecord,
+    flat_draws_from_result,
+    read_base,
+)
+
+__all__ = ["Run"]
+
+
+class Run:
+    """The typed reading of one result that the checks share.
+
+    Parameters
+    ----------
+    idata : xarray.DataTree
+        A result of a pymc_tempering method.
+    near : float
+        Width of the bands at beta = 0 and beta = 1.
+    """
+
+    def __init__(self, idata: DataTree, near: float = 0.1):
+        self.idata = idata
+        self.near = float(near)
+        self.cache: dict = {}  # what the checks of one record group compute once
+
+    # -- root attrs ----------------------------------------------------------------------------
+    @property
+    def attrs(self):
+        return self.idata.attrs
+
+    @property
+    def method(self) -> str | None:
+        return self.attrs.get("method")
+
+    @property
+    def log_z(self) -> float | None:
+        """The run's pooled log marginal likelihood, or None."""
+        value = self.attrs.get("log_marginal_likelihood")
+        return None if value is None else float(value)
+
+    @property
+    def log_z_se(self) -> float | None:
+        value = self.attrs.get("log_marginal_likelihood_se")
+        return None if value is None else float(value)
+
+    @property
+    def target_se(self) -> float | None:
+        """The standard error of log Z the run was asked for (continuous tempering), or None."""
+        value = self.attrs.get("target_se")
+        return None if value is None else float(value)
+
+    @property
+    def improper_prior(self) -> str | None:
+        """The variables with an improper prior, named, or None."""
+        return self.attrs.get("improper_prior")
+
+    @property
+    def flat_directions(self) -> int | None:
+        value = self.attrs.get("flat_directions")
+        return None if value is None else int(value)
+
+    @property
+    def funnel_correction(self) -> float | None:
+        value = self.attrs.get("funnel_correction")
+        return None if value is None else float(value)
+
+    # -- posterior and sample_stats ------------------------------------------------------------
+    def _stat(self, name: str) -> np.ndarray | None:
+        if "sample_stats" not in self.idata.children or name not in self.idata["sample_stats"]:
+            return None
+        var = self.idata["sample_stats"][name]
+        if set(var.dims) != {"chain", "draw"}:
+            return None
+        return var.transpose("chain", "draw").values
+
+    @cached_property
+    def beta(self) -> np.ndarray | None:
+        """The inverse temperature per draw ``(chain, draw)``, or None (no tempering variable,
+        or one per pseudo-sample)."""
+        if "posterior" not in self.idata.children:
+            return None
+        post = self.idata["posterior"]
+        if INVERSE_TEMPERATURE not in post or set(post[INVERSE_TEMPERATURE].dims) != {"chain", "draw"}:
+            return None
+        return post[INVERSE_TEMPERATURE].transpose("chain", "draw").values
+
+    @cached_property
+    def diverging(self) -> np.ndarray | None:
+        """Divergent transitions after tuning ``(chain, draw)``, or None."""
+        d = self._stat("diverging")
+        return None if d is None else d.astype(bool)
+
+    @cached_property
+    def log_weight(self) -> np.ndarray | None:
+        """Log importance weights ``(chain, draw)``, or None (none, or one per pseudo-sample)."""
+        return self._stat("log_weight")
+
+    @cached_property
+    def log_base_weight(self) -> np.ndarray | None:
+        """Continuous tempering's log weights towards beta = 0 ``(chain, draw)``, or None. Their
+        presence says the weights are probabilities ``p(beta = 1 | x) <= 1``."""
+        return self._stat("log_base_weight")
+
+    # -- the base and coverage groups ----------------------------------------------------------
+    @cached_property
+    def base(self) -> BaseRecord | None:
+        """The ``base`` group, or None."""
+        return read_base(self.idata)
+
+    @cached_property
+    def coverage(self) -> Beyond | None:
+        """The ``coverage`` group (mass beyond the draws), or None."""
+        return read_coverage(self.idata)
+
+    @cached_property
+    def flat_draws(self) -> np.ndarray:
+        """The flat unconstrained draws ``(chain, draw, ndim)`` (a result with a base group)."""
+        return flat_draws_from_result(self.idata)
+
+    # -- what several checks need ---------------------------------------------------------------
+    @property
+    def weighted(self) -> bool:
+        """Whether the run has one log weight per draw."""
+        return self.log_weight is not None
+
+    @property
+    def tempered(self) -> bool:
+        """Whether the run bridges a base and the target with weights towards both ends
+        (continuous tempering: the base-moment, mode and chain-agreement checks)."""
+        return self.log_weight is not None and self.log_base_weight is not None
