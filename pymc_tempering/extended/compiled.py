@@ -9,11 +9,18 @@ which the extended model holds as shared data (:func:`run_data`; see
   method and the base's parametrisation) and finds it again for the next run
   (:class:`~pymc_tempering.per_model.PerModel`);
 - :func:`sample_extended` sets the run's values and samples. With nutpie (PyMC's default NUTS)
-  the model is compiled once (``nutpie.compile_pymc_model``) and each run takes the current
-  values of every shared variable of its graph (``CompiledModel.with_data``: the run's base and
-  the model's ``pm.Data``, which ``pm.set_data`` may have changed since). PyMC's own NUTS,
-  NumPyro, and nutpie with options ``pm.sample`` must handle itself run through
+  the model is compiled once (``nutpie.compile_pymc_model``'s work, done by
+  :func:`~pymc_tempering.extended.nutpie_cache.compile_pymc_model`) and each run takes the
+  current values of every shared variable of its graph (``CompiledModel.with_data``: the run's
+  base and the model's ``pm.Data``, which ``pm.set_data`` may have changed since). PyMC's own
+  NUTS, NumPyro, and nutpie with options ``pm.sample`` must handle itself run through
   :func:`pymc.sample`, which compiles again (PyTensor's cache finds the same graph).
+
+The extended model is kept per model object; what its compilation costs is kept by the graph.
+A new model object of an already-seen graph (a rebuilt model, a re-run notebook cell, a test's
+fixture) and a new process build the extended model and PyTensor's functions again (PyTensor
+finds them in its cache on disk) and find nutpie's callbacks, the compilation's largest part,
+in the process or on disk under the graph's key (:mod:`pymc_tempering.extended.nutpie_cache`).
 
 Why it is written here: ``pm.sample`` takes a model and compiles it on every call; it cannot be
 given a compiled one. For nutpie it does three things around ``nutpie.sample``, which are
@@ -37,6 +44,7 @@ from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Variable
 from pytensor.graph.traversal import graph_inputs
 
+from pymc_tempering.extended.nutpie_cache import compile_pymc_model
 from pymc_tempering.per_model import PerModel
 from pymc_tempering.timing import add_phase, phase
 
@@ -154,14 +162,12 @@ class ExtendedModel:
         self.data.set_value(_pack(layout, values, self.data.type.shape[0]))
 
     def nutpie_model(self):
-        """The nutpie compilation at the current values of every shared variable of its graph."""
-        import nutpie
-
+        """The nutpie compilation at the current values of every shared variable of its graph
+        (compiled on the first call; its callbacks found again by the graph,
+        :mod:`pymc_tempering.extended.nutpie_cache`)."""
         if self._nutpie is None:
             with phase("compile"):
-                compiled = nutpie.compile_pymc_model(
-                    self.model, backend="numba", var_names=stored_variables(self.model)
-                )
+                compiled = compile_pymc_model(self.model, var_names=stored_variables(self.model))
             self.compilations += 1
             names = [v.name for v in compiled.shared_var_keys]
             if None not in names and len(set(names)) == len(names):

@@ -1,6 +1,5 @@
 """One compiled tempered model per model: counted compilations, swapped data, the phase report."""
 
-import nutpie
 import numpy as np
 import pymc as pm
 import pytest
@@ -18,15 +17,16 @@ SHORT = {"draws": 300, "tune": 300, "chains": 2, "progressbar": False}
 
 @pytest.fixture
 def compilations(monkeypatch):
-    """The number of nutpie compilations so far, counted by wrapping nutpie's compiler."""
+    """The number of nutpie compilations so far, counted by wrapping the compiler the kept
+    extended models call (:func:`pymc_tempering.extended.nutpie_cache.compile_pymc_model`)."""
     count = []
-    inner = nutpie.compile_pymc_model
+    inner = compiled.compile_pymc_model
 
     def counting(*args, **kwargs):
         count.append(1)
         return inner(*args, **kwargs)
 
-    monkeypatch.setattr(nutpie, "compile_pymc_model", counting)
+    monkeypatch.setattr(compiled, "compile_pymc_model", counting)
     compiled._MODELS.clear()
     return lambda: len(count)
 
