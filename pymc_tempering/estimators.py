@@ -39,15 +39,21 @@ __all__ = [
     "kish_ess",
     "psis_khat",
     "log_mean_exp",
+    "log_sum_of_masses",
+    "combine_estimates",
     "log_marginal_likelihood_pe",
     "beyond_edge",
     "log_abs_expm1",
     "importance_khat",
     "KHAT_LIMIT",
+    "AGREEMENT_Z",
 ]
 
 #: Pareto k-hat above which importance sampling is not trusted (the PSIS rule).
 KHAT_LIMIT = 0.7
+#: Standard errors of their difference within which two independent estimates of one log Z
+#: agree (a family-wise false-alarm rate of about 0.003 per run).
+AGREEMENT_Z = 3.0
 # Weights that all lie within this factor of their mean have no heavy tail whatever the Pareto
 # fit says: near such a bound the fit is ill-conditioned (k-hat from -1.7 to 1.5 between two
 # samples of the same nearly constant weights).
@@ -502,3 +508,40 @@ def log_mean_exp(log_w) -> tuple[float, float]:
     w = np.exp(lw - est)  # mean 1
     se = np.std(w, ddof=1) / np.sqrt(n) if n > 1 else float("nan")
     return float(est), float(se)
+
+
+def log_sum_of_masses(log_mass, log_mass_se) -> tuple[float, float]:
+    """``log sum_r Z_r`` of independent estimates ``log Z_r`` with standard errors, and its
+    standard error.
+
+    By the delta method each ``Z_r`` has a relative error ``se_r``; the sum's relative error is
+    ``sqrt(sum_r p_r^2 se_r^2)`` with ``p_r = Z_r / sum Z``. The masses of regions that
+    partition the space (a stratification) sum to the normalising constant.
+
+    Parameters
+    ----------
+    log_mass, log_mass_se : array_like, shape (region,)
+
+    Returns
+    -------
+    estimate, standard_error : float
+        NaN where any input is not finite.
+    """
+    log_mass = np.asarray(log_mass, dtype=float)
+    se = np.asarray(log_mass_se, dtype=float)
+    if log_mass.size == 0 or not (np.all(np.isfinite(log_mass)) and np.all(np.isfinite(se))):
+        return float("nan"), float("nan")
+    total = float(logsumexp(log_mass))
+    p = np.exp(log_mass - total)
+    return total, float(np.sqrt(np.sum(p**2 * se**2)))
+
+
+def combine_estimates(a: float, se_a: float, b: float, se_b: float) -> tuple[float, float]:
+    """The inverse-variance combination of two independent estimates of one quantity, and its
+    standard error (the better one alone where the other's error is not finite or zero)."""
+    if not se_b > 0 or not np.isfinite(se_b):
+        return (float(b), float(se_b)) if se_b == 0 else (float(a), float(se_a))
+    if not se_a > 0 or not np.isfinite(se_a):
+        return (float(a), float(se_a)) if se_a == 0 else (float(b), float(se_b))
+    wa, wb = 1.0 / se_a**2, 1.0 / se_b**2
+    return float((wa * a + wb * b) / (wa + wb)), float(np.sqrt(1.0 / (wa + wb)))

@@ -38,9 +38,10 @@ def test_derived_lists():
     assert NOT_REFIT == {c.name for c in CHECKS if c.mended_by is not Mend.REFIT} == {
         "improper_prior", "divergences", "pareto_khat", "missed_mode_mass", "standard_error",
         "unseen_optima", "funnel_mass", "mass_beyond_draws", "mass_near_optima", "known_modes",
+        "path_regions_agreement",
     }
     assert POSTERIOR_CHECKS == (
-        "mass_beyond_draws", "mass_near_optima", "divergences", "unseen_optima",
+        "mass_beyond_draws", "mass_near_optima", "path_regions_agreement", "divergences", "unseen_optima",
         "missed_mode_mass", "known_modes", "funnel_mass",
     )
     # mass about an optimum bears on the evidence only through mass_beyond_draws
@@ -146,3 +147,32 @@ def test_the_extension_policy_applies_each_failed_records_mend(monkeypatch):
             assert nxt is None
             continue
         assert nxt.target_accept == pytest.approx(accept) and bool(refitted) == refit
+
+
+def test_two_estimators_that_disagree_flag_the_evidence_and_the_posterior():
+    """ct_result's regions estimator: where the path's log Z and the regions' summed masses
+    agree they are combined, where they do not the path's is kept and the check
+    path_regions_agreement fails, for the evidence and the posterior."""
+    from types import SimpleNamespace
+
+    from pymc_tempering.extended.tempered import evidence_from_regions
+
+    strata = SimpleNamespace(method="importance sampling", log_mass=np.log([0.5, 0.5]),
+                             log_mass_se=np.array([0.02, 0.02]))
+    per_chain = np.zeros(4)
+    lml, attrs = evidence_from_regions((0.05, 0.1, per_chain), strata)
+    assert attrs["log_marginal_likelihood_regions"] == pytest.approx(0.0)
+    assert lml[1] < 0.1 and abs(lml[0]) < 0.05  # combined, nearer the precise one
+    far, far_attrs = evidence_from_regions((1.4, 0.2, per_chain), strata)
+    assert far[0] == 1.4 and far[1] == 0.2  # disagreeing: the path's, flagged below
+    assert evidence_from_regions((1.4, 0.2, per_chain),
+                                 SimpleNamespace(**{**vars(strata), "method": "draws"})) == (
+        (1.4, 0.2, per_chain), {})
+    rng = np.random.default_rng(seed(23))
+    for attrs_, ok in ((attrs, True), (far_attrs, False)):
+        tree = _tempered(True, rng)
+        tree.attrs.update(attrs_)
+        diagnosis = diagnose(tree)
+        assert diagnosis.checks.loc["path_regions_agreement", "ok"] == ok
+        assert any("two estimates of log Z disagree" in p for p in diagnosis.evidence_problems) != ok
+        assert ok or any("disagree" in p for p in posterior_check(tree).problems)

@@ -219,3 +219,29 @@ def test_importance_khat_sees_heavy_tails_and_not_bounded_weights():
     with_zeros = np.where(rng.random(4000) < 0.5, -np.inf, nearly_constant)
     assert importance_khat(with_zeros) <= KHAT_LIMIT
     assert np.isnan(importance_khat(np.r_[np.zeros(5), np.full(100, -np.inf)]))
+
+
+def test_log_sum_of_masses_and_its_error():
+    """Two regions of equal mass with relative errors 0.1 and 0.2: log(2 Z), and the sum's
+    relative error sqrt(0.25 * 0.01 + 0.25 * 0.04); a NaN in either gives NaN."""
+    from pymc_tempering.estimators import log_sum_of_masses
+
+    est, se = log_sum_of_masses([1.0, 1.0], [0.1, 0.2])
+    assert est == pytest.approx(1.0 + np.log(2.0))
+    assert se == pytest.approx(np.sqrt(0.25 * 0.01 + 0.25 * 0.04))
+    # one region carrying all the mass carries its own error
+    est, se = log_sum_of_masses([0.0, -50.0], [0.1, 0.5])
+    assert est == pytest.approx(0.0) and se == pytest.approx(0.1, rel=1e-6)
+    assert np.isnan(log_sum_of_masses([0.0, np.nan], [0.1, 0.1])[0])
+
+
+def test_combine_estimates_by_inverse_variance():
+    from pymc_tempering.estimators import combine_estimates
+
+    est, se = combine_estimates(1.0, 0.1, 2.0, 0.1)
+    assert est == pytest.approx(1.5) and se == pytest.approx(0.1 / np.sqrt(2))
+    est, se = combine_estimates(1.0, 0.3, 2.0, 0.1)
+    assert est == pytest.approx((1 / 0.09 + 2 / 0.01) / (1 / 0.09 + 1 / 0.01))
+    # an exact estimate (no error) is the answer; a missing error leaves the other
+    assert combine_estimates(1.0, 0.3, 2.0, 0.0) == (2.0, 0.0)
+    assert combine_estimates(1.0, 0.3, 2.0, float("nan")) == (1.0, 0.3)

@@ -5,13 +5,15 @@
   :class:`MixtureBase`, and :func:`check_base`;
 - :mod:`~pymc_tempering.bases.modes`: the mode search (:func:`find_modes`, :class:`Modes`), its
   spikes, the Hessian and Laplace helpers and the prior draws;
+- :mod:`~pymc_tempering.bases.census`: the regions of a target whose mode search finds no
+  optimum, by short NUTS runs from prior draws (:func:`census_regions`);
 - :mod:`~pymc_tempering.bases.advi`: the ADVI engine (PyMC's ADVI with Adam, a plateau stop and
   one compiled step per base; why it is not :func:`pymc.fit` is in its docstring);
 - :mod:`~pymc_tempering.bases.fit`: :func:`fit_base` and its methods, the bootstrap refit
   :func:`base_from_result`, :func:`widen_base`, :func:`estimate_log_zeta` and
   :func:`prepare_base`.
 
-The modules import one another in that order (modes, densities, advi, fit). This package
+The modules import one another in that order (modes, census, densities, advi, fit). This package
 re-exports the names other packages use.
 """
 

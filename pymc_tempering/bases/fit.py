@@ -27,6 +27,7 @@ from pymc_tempering.bases.densities import (
     PriorDensity,
     check_base,
 )
+from pymc_tempering.bases.census import census_regions
 from pymc_tempering.bases.modes import (
     MODE_SEARCH_GROWTH,
     SEARCH_GROWTH_UNSEEN,
@@ -101,6 +102,11 @@ def fit_base(
           those with the largest diagonal Laplace mass first, at the widths of the diagonal
           curvature there, and the others from dispersed prior draws; where the prior cannot be
           drawn from, from points spread around a first fit at three of its standard deviations.
+          There, too, short NUTS runs from 12 prior draws take a census of the target's regions
+          (:func:`~pymc_tempering.bases.census.census_regions`: a log density unbounded along
+          the way, as in factor models, has regions but no optimum); where they find two or
+          more, the regions stand for the optima (their chains' means and covariances) and the
+          base is built on them as on optima, and where they find one it is the base's mode.
           Fits more than 30 nats of ELBO below the best are failed optimisations and dropped;
           fits of one mode are dropped as duplicates (means within one standard deviation in
           every coordinate, or no dip of the log density deeper than 5 nats on the segment
@@ -231,6 +237,14 @@ def _fit_mixture(
         raise ValueError(f"prior_weight must be in [0, 1), got {prior_weight!r}.")
     start_seed, mode_seed, *fit_seeds = split_seed(random_seed, n_fits + 2)
     modes, ends, prior_sd, spikes = _complete_search(target, mode_seed)
+    census = None
+    if modes is None:
+        # No run of the search converged (an unbounded density): the regions from short NUTS
+        # runs. With two or more, the base is built on them as on optima; with one (a funnel's
+        # bulk), the fits start as before and the region is the run's mode to compare with.
+        census = census_regions(target, random_seed=split_seed(mode_seed, 2)[1])
+        if census is not None and len(census) > 1:
+            modes, census = census, None
     if modes is not None and not advi and prior_weight == 0:
         mixture = _laplace_mixture(target, modes, start_seed, spikes)
         if mixture is not None:
@@ -254,7 +268,7 @@ def _fit_mixture(
         # the ELBOs only: each is a lower bound on the mass of its mode, a Laplace mass is not
         log_zeta=float(logsumexp(elbo)),
         method=method,
-        modes=modes,
+        modes=modes if census is None else census,
         spikes=spikes,
     )
 

@@ -19,6 +19,7 @@ from pymc_tempering.checks.record import Check, Finding, Mend
 from pymc_tempering.checks.run import Run
 from pymc_tempering.coverage import BEYOND_LIMIT
 from pymc_tempering.estimators import (
+    AGREEMENT_Z,
     KHAT_LIMIT,
     beyond_edge,
     kish_ess,
@@ -186,6 +187,25 @@ def _standard_error(run: Run) -> Finding:
     return Finding(se, f"<= {goal:g}", se <= goal,
                    "standard error of log Z against the target_se the run was asked for",
                    problem, remedy=growth)
+
+
+def _path_regions_agreement(run: Run) -> Finding:
+    path, path_se, regions, regions_se = run.two_estimators
+    z = abs(regions - path) / float(np.hypot(path_se, regions_se))
+    problem = None
+    if not z <= AGREEMENT_Z:
+        problem = (
+            f"The run's two estimates of log Z disagree: the tempered path gives {path:.3f} ± "
+            f"{path_se:.3f}, the sum of its regions' importance-sampled masses {regions:.3f} ± "
+            f"{regions_se:.3f}, {z:.1f} standard errors apart. One of them misses mass or "
+            "understates its error (a path whose base is far wider than narrow modes, or a "
+            "region whose proposal misses part of it), and the modes' probabilities, which "
+            "the masses set, may be off too. The result reports the path's estimate; check it "
+            "with longer runs (draws) or an independent method (pmt.sample_ais)."
+        )
+    return Finding(z, f"<= {AGREEMENT_Z:g}", z <= AGREEMENT_Z,
+                   "standard errors between the path's log Z and the regions' summed masses",
+                   problem)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -556,6 +576,10 @@ def _has_target_se(run: Run) -> bool:
     return run.target_se is not None and run.log_z_se is not None
 
 
+def _has_two_estimators(run: Run) -> bool:
+    return run.two_estimators is not None
+
+
 def _has_beta(run: Run) -> bool:
     return run.beta is not None
 
@@ -607,6 +631,10 @@ MASS_NEAR_OPTIMA = Check("mass_near_optima", False, True, Mend.LONGER_CHAINS, _h
                          _mass_near_optima, answered_by_strata=True)
 STANDARD_ERROR = Check("standard_error", True, False, Mend.LONGER_CHAINS, _has_target_se,
                        _standard_error)
+# The path's estimate against the regions' summed masses: the masses also set the modes'
+# probabilities. No further run of the same base mends a path far wider than narrow modes.
+PATH_REGIONS_AGREEMENT = Check("path_regions_agreement", True, True, Mend.NOTHING,
+                               _has_two_estimators, _path_regions_agreement)
 # The temperature path: both ends visited, and passages between them.
 BETA_NEAR_0 = Check("beta_near_0", True, False, Mend.REFIT, _has_beta, _beta_near_0)
 BETA_NEAR_1 = Check("beta_near_1", True, False, Mend.REFIT, _has_beta, _beta_near_1)
@@ -637,6 +665,7 @@ CHECKS: tuple[Check, ...] = (
     MASS_BEYOND_DRAWS,
     MASS_NEAR_OPTIMA,
     STANDARD_ERROR,
+    PATH_REGIONS_AGREEMENT,
     BETA_NEAR_0,
     BETA_NEAR_1,
     MIN_END_TO_END_PASSAGES,

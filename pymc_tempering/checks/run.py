@@ -78,6 +78,14 @@ class Run:
         return None if value is None else int(value)
 
     @property
+    def two_estimators(self) -> tuple[float, float, float, float] | None:
+        """The log Z of the run's path and of its regions' masses, with their standard errors
+        (``log_marginal_likelihood_path``, ``_regions`` and their ``_se``), or None."""
+        names = ("path", "path_se", "regions", "regions_se")
+        values = [self.attrs.get(f"log_marginal_likelihood_{n}") for n in names]
+        return None if any(v is None for v in values) else tuple(float(v) for v in values)
+
+    @property
     def funnel_correction(self) -> float | None:
         value = self.attrs.get("funnel_correction")
         return None if value is None else float(value)

@@ -23,7 +23,13 @@ from pymc_tempering.bases import Base, check_base, discover_optima, gaussian_log
 from pymc_tempering.bases.densities import ELEMENTWISE_MAX_DIM
 from pymc_tempering.contract import split_seed
 from pymc_tempering.coverage import COVERAGE, coverage_group, mass_beyond_draws
-from pymc_tempering.estimators import ct_log_weights, log_marginal_likelihood_ct
+from pymc_tempering.estimators import (
+    AGREEMENT_Z,
+    combine_estimates,
+    ct_log_weights,
+    log_marginal_likelihood_ct,
+    log_sum_of_masses,
+)
 from pymc_tempering.extended.compiled import run_data
 from pymc_tempering.extended.funnel import funnel_correction, funnel_mass
 from pymc_tempering.extended.runner import ExtendedSampling
@@ -193,6 +199,8 @@ def ct_result(
         if strata.mode_draws is not None:
             groups["mode_draws"] = mode_draws_group(target, strata.mode_draws)
         stats_["mode_region"] = strata.region
+        lml, estimators = evidence_from_regions(lml, strata)
+        attrs = {**attrs, **estimators}
     # mass at scales the base never reached (a spike's slab), against the final weights
     beyond = mass_beyond_draws(target, x, log_w1, lml[0], base, random_seed)
     if beyond is not None:
@@ -208,6 +216,42 @@ def ct_result(
         extra_groups=groups,
         flat_directions=flat_direction_count(target, x, log_w1),
     )
+
+
+def evidence_from_regions(lml, strata) -> tuple[tuple, dict]:
+    """The run's log Z from its path (eq. 20) and from its regions' masses, combined.
+
+    Where every region's mass is importance-sampled (``strata.method``), the masses of the
+    regions, which partition the space, sum to a second estimate of Z with an error of its own
+    (:func:`~pymc_tempering.estimators.log_sum_of_masses`), independent of the chains'. Where
+    the two agree within ``AGREEMENT_Z`` standard errors of their difference, the estimate is
+    their inverse-variance combination; where they do not, it is the path's, and the check
+    ``path_regions_agreement`` flags the run. On narrow modes the regions' estimate is the
+    precise one: a Gaussian base moment-matched to modes far apart is far wider than each.
+
+    Returns
+    -------
+    lml : (estimate, standard_error, per_chain)
+        ``lml`` with the combined estimate (the per-chain estimates are the path's).
+    attrs : dict
+        ``log_marginal_likelihood_path`` and ``_path_se``, ``log_marginal_likelihood_regions``
+        and ``_regions_se``; empty where the regions give no estimate.
+    """
+    if strata.method != "importance sampling":
+        return lml, {}
+    log_z, se = log_sum_of_masses(strata.log_mass, strata.log_mass_se)
+    path, path_se, per_chain = lml
+    if not (np.isfinite(log_z) and np.isfinite(se)):
+        return lml, {}
+    attrs = {
+        "log_marginal_likelihood_path": float(path),
+        "log_marginal_likelihood_path_se": float(path_se),
+        "log_marginal_likelihood_regions": float(log_z),
+        "log_marginal_likelihood_regions_se": float(se),
+    }
+    if abs(log_z - path) > AGREEMENT_Z * float(np.hypot(se, path_se)):
+        return lml, attrs
+    return (*combine_estimates(path, path_se, log_z, se), per_chain), attrs
 
 
 def tempering_sampling(target, build, *, method: str, **options) -> ExtendedSampling:

@@ -147,3 +147,33 @@ def test_bayes_factor_between_conjugate_models():
     assert_within_se(table.loc["wide prior", "posterior_probability"], exact_p1, se_p1)
     with pytest.raises(ValueError, match="prior must give"):
         pmt.compare_evidence(runs, prior={"wide prior": 1.0})
+
+
+@pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
+def test_factor_model_at_defaults_is_right_or_says_it_is_not():
+    """A one-factor model (6 rows, 3 features): no optimum for the mode search (an unbounded
+    density), two regions by the sign of (lambda, f), P(lambda[0] > 0) = 1/2 exactly by that
+    symmetry. The census of short NUTS runs finds both regions, their masses are
+    importance-sampled, and the probability is within its standard error of 1/2; a run whose
+    posterior says reliable is within 0.05. The evidence's two estimators, the path's and the
+    regions' summed masses, agree within their errors, and the result reports their
+    combination."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[2] / "bases"))
+    from test_census import tiny_factor
+
+    with tiny_factor():
+        idata = pmt.sample_ct(random_seed=seed(5), progressbar=False)
+    p, se = pmt.weighted_expectation(idata, lambda post: post["lambda"].values[..., 0] > 0)
+    assert "mode_probabilities" in idata.children
+    assert_within_se(float(p), 0.5, float(se), what="P(lambda[0] > 0)")
+    if idata.attrs["posterior_reliable"]:
+        assert abs(float(p) - 0.5) < 0.05
+    a = idata.attrs
+    path, regions = a["log_marginal_likelihood_path"], a["log_marginal_likelihood_regions"]
+    gap_se = np.hypot(a["log_marginal_likelihood_path_se"], a["log_marginal_likelihood_regions_se"])
+    assert abs(path - regions) < 4 * gap_se
+    assert a["log_marginal_likelihood_se"] <= min(a["log_marginal_likelihood_path_se"],
+                                                  a["log_marginal_likelihood_regions_se"])

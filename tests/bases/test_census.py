@@ -1,0 +1,74 @@
+"""bases.census: the regions of a target whose mode search finds no optimum, by short NUTS runs
+from prior draws, and the base built on them."""
+
+import numpy as np
+import pymc as pm
+import pytest
+from checks import seed
+
+import pymc_tempering as pmt
+from pymc_tempering.bases.census import census_regions
+from pymc_tempering.bases.modes import search_modes
+from pymc_tempering.target import target_of
+
+
+def tiny_factor() -> pm.Model:
+    """A one-factor model of 6 rows and 3 features: the sign of (lambda, f) is not identified,
+    so P(lambda[0] > 0) = 1/2 exactly, and its density is unbounded (a noise scale going to 0
+    while the factors fit its feature exactly), so no L-BFGS run of the mode search converges."""
+    rng = np.random.default_rng(5)
+    f = rng.normal(size=6)
+    y = f[:, None] * np.array([1.5, 1.2, 1.0])[None] + rng.normal(0.0, 0.4, (6, 3))
+    with pm.Model() as model:
+        lam = pm.Normal("lambda", 0.0, 1.0, shape=3)
+        factor = pm.Normal("f", 0.0, 1.0, shape=6)
+        psi = pm.HalfNormal("psi", 1.0, shape=3)
+        pm.Normal("y", factor[:, None] * lam[None], psi, observed=y)
+    return model
+
+
+@pytest.fixture(scope="module")
+def factor_target():
+    return target_of(tiny_factor())
+
+
+def test_the_mode_search_of_a_factor_model_finds_no_optimum(factor_target):
+    """The case the census is for: every run climbs a spike."""
+    modes, _, _, _ = search_modes(factor_target, 32, seed(1))
+    assert modes is None
+
+
+def test_census_finds_both_signs_and_counts_its_chains(factor_target):
+    """Two regions, one per sign of lambda (their points mirror each other), every chain in
+    one of them; the chains' counts are the Good-Turing census (none alone: nothing unseen)."""
+    regions = census_regions(factor_target, random_seed=seed(2))
+    assert len(regions) == 2 and regions.hits.sum() == 12 and regions.hits.min() >= 2
+    assert regions.unseen == 0.0
+    lam0 = regions.points[:, 0]
+    assert np.sign(lam0[0]) == -np.sign(lam0[1])
+    # the mirror image: the regions' points agree up to the sign of (lambda, f) within their widths
+    sd = np.sqrt(np.diagonal(regions.cov, axis1=1, axis2=2))
+    flip = np.r_[-np.ones(9), np.ones(3)]
+    assert np.all(np.abs(regions.points[0] - flip * regions.points[1]) < 3 * (sd[0] + sd[1]))
+    # equal masses by symmetry: the Gaussian descriptions within a nat of each other
+    assert abs(regions.log_mass[0] - regions.log_mass[1]) < 1.0
+
+
+def test_a_unimodal_target_is_one_region():
+    """Chains in one region share it: no barrier between their means."""
+    with pm.Model() as model:
+        pm.Normal("x", 0.0, 1.0, shape=3)
+    regions = census_regions(target_of(model), n_chains=4, random_seed=seed(3))
+    assert len(regions) == 1 and regions.hits.tolist() == [4]
+
+
+def test_the_base_of_an_unbounded_target_covers_every_region(factor_target):
+    """fit_base's default (laplace) base carries the census's regions as its modes when the
+    search found none, and its moment-matched Gaussian spans both signs."""
+    base = pmt.fit_base(factor_target.model, method="laplace", random_seed=seed(4),
+                        progressbar=False)
+    assert base.modes is not None and len(base.modes) == 2
+    gaussian = base.gaussian()
+    lam0 = base.modes.points[:, 0]
+    assert gaussian.mean[0] - 2 * gaussian.std[0] < lam0.min()
+    assert gaussian.mean[0] + 2 * gaussian.std[0] > lam0.max()
