@@ -3,35 +3,41 @@
 ``nutpie.compile_pymc_model`` (Numba backend) does two things. It compiles the model's log
 density with its gradient, and the draws' expansion, as PyTensor functions: PyTensor keys them
 by their graph and keeps them in its Numba cache on disk, so they cost a fraction of a second
-in any process that meets the same graph again. It then compiles two C callbacks for nuts-rs
-around them (``numba.cfunc``), which read the shared variables' current values from a record
-of pointers (``user_data``). Those callbacks took most of the compilation's seconds (about 3 s
-of 4 for a one-parameter model on two cores) and were compiled anew for every model object and
-in every process: their Python functions close over Numba dispatchers, whose pickle carries a
-number made fresh in each process (numba issue 6264), so Numba's cache never finds them.
+in any process that meets the same graph again (the graph's rewriting is what remains). It then
+compiles two C callbacks for nuts-rs around them (``numba.cfunc``), which read the shared
+variables' current values from a record of pointers (``user_data``). Those callbacks took most
+of the compilation's seconds (3.3 s of 3.8 s for the quickstart's tempered model on two cores)
+and were compiled anew for every model object and in every process: their Python functions
+close over Numba dispatchers, whose pickle carries a number made fresh in each process (numba
+issue 6264), so Numba's cache never finds them.
 
-:func:`compile_pymc_model` compiles the same callbacks, from the same parts of nutpie's
-(``_make_functions``, ``make_extraction_fn``, ``make_user_data``), with three changes:
+:func:`compile_pymc_model` gives what nutpie gives, found again at two levels:
 
-- the callbacks are written from source with everything they reference as globals (PyTensor's
-  own device for its Numba cache, :func:`pytensor.link.numba.cache.compile_numba_function_src`)
-  and keyed by the graph: PyTensor's cache keys of the two inner functions, the layout of the
-  shared data (rank and dtype, in order), the dimensions and the versions of nutpie, Numba and
-  PyTensor. Numba stores them in PyTensor's Numba cache directory under that key, so a later
-  process loads them (one index entry per key: repeated runs of a model add nothing);
-- the shared variables' keys in ``user_data`` are their positions (``s0``, ``s1``, ...), not
-  nutpie's fresh ``uuid4`` per compilation, so that the record's layout depends on the graph
-  only;
-- the callbacks are kept in the process by the same key (:data:`_CALLBACKS`), so a new model
-  object of an already-seen graph reuses them with no load at all.
+- **In the process, by the model's graph** (:func:`_graph_key`: the operations, constants and
+  the names and types of the inputs, shared variables included, of the graphs nutpie
+  compiles): a new model object of a graph already compiled (a rebuilt model, a re-run cell)
+  takes that compilation, with its own shared variables and their values, its own initial
+  point and coordinates (:func:`_for_model`); nothing is compiled or rewritten.
+- **On disk, by the compiled functions**: the callbacks are compiled from nutpie's own parts
+  (``_make_functions``, ``make_extraction_fn``, ``make_user_data``), written from source with
+  everything they reference as globals (PyTensor's own device for its Numba cache,
+  :func:`pytensor.link.numba.cache.compile_numba_function_src`) and keyed by PyTensor's cache
+  keys of the two inner functions, the shared data's layout (rank and dtype, in order), the
+  dimensions, the callbacks' source and the versions of nutpie, Numba and PyTensor. Numba
+  stores them in PyTensor's Numba cache directory under that key, so a later process loads
+  them (one entry per key: repeated runs of a model add nothing), and the process keeps them
+  by it too. The shared variables' keys in ``user_data`` are their positions (``s0``,
+  ``s1``, ...), not nutpie's fresh ``uuid4`` per compilation, so that the record's layout
+  depends on the graph only.
 
 What is the model's own (its initial point, coordinates, shared values) is built from the model
 each time, as nutpie builds it. A graph whose inner functions PyTensor cannot key (an Op without
-a cache key) is compiled by nutpie itself.
+a cache key) is compiled by nutpie itself, and kept in the process by its graph.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import threading
 import warnings
@@ -82,22 +88,35 @@ def pmt_nutpie_expand(dim, expanded, x_, out_, user_data_):
 
 #: The callbacks compiled or loaded in this process, by key (the most recent ``_SIZE``).
 _CALLBACKS: OrderedDict = OrderedDict()
+#: The compiled models of this process, by their graph (:func:`_graph_key`).
+_MODELS: OrderedDict = OrderedDict()
 _SIZE = 64
 _LOCK = threading.Lock()
-_COUNT = {"compiled": 0, "loaded": 0, "reused": 0}
+_COUNT = {"compiled": 0, "loaded": 0, "reused": 0, "graphs_reused": 0}
 
 
 def callback_compilations() -> dict[str, int]:
     """How the callbacks of this process were obtained so far: ``compiled`` (typed and
     compiled by Numba), ``loaded`` (from Numba's cache on disk) and ``reused`` (kept in the
-    process); each :func:`compile_pymc_model` adds two (log density and expansion)."""
+    process); each :func:`compile_pymc_model` adds two (log density and expansion).
+    ``graphs_reused`` counts the calls that found the whole compilation by the model's graph
+    (PyTensor's functions not built again)."""
     return dict(_COUNT)
 
 
 def clear() -> None:
-    """Forget the callbacks kept in the process (the disk cache is PyTensor's)."""
+    """Forget what the process keeps (the disk cache is PyTensor's)."""
     with _LOCK:
         _CALLBACKS.clear()
+        _MODELS.clear()
+
+
+def _remember(store: OrderedDict, key, value) -> None:
+    with _LOCK:
+        store[key] = value
+        store.move_to_end(key)
+        while len(store) > _SIZE:
+            store.popitem(last=False)
 
 
 def _versions() -> tuple:
@@ -148,9 +167,7 @@ def _callback(kind, src, name, c_sig, key, make_extract, constants):
             compiled = numba.cfunc(c_sig)(py_func)
     with _LOCK:
         _COUNT["loaded" if compiled.cache_hits else "compiled"] += 1
-        _CALLBACKS[key] = compiled
-        while len(_CALLBACKS) > _SIZE:
-            _CALLBACKS.popitem(last=False)
+    _remember(_CALLBACKS, key, compiled)
     return compiled
 
 
@@ -183,24 +200,137 @@ def _shared_data(functions) -> tuple[dict, dict]:
     return shared_data, shared_var_keys
 
 
-def compile_pymc_model(model, *, var_names=None):
-    """``nutpie.compile_pymc_model(model, backend="numba", var_names=var_names)`` (its other
-    arguments at their defaults), whose callbacks are found again by the graph (module
-    docstring). Falls back to nutpie's own compilation where PyTensor gives no cache key."""
-    import nutpie
+def _leaf(var) -> tuple:
+    """What names an input of a graph in its key: a constant by its value, a shared variable or
+    any other input by its name and type (their values are given at run time)."""
+    from pytensor.compile.sharedvalue import SharedVariable
+    from pytensor.graph.basic import Constant
+
+    if isinstance(var, Constant):
+        return ("constant", var.signature())
+    return ("shared" if isinstance(var, SharedVariable) else "input", var.name, var.type)
+
+
+def _graph_key(model, var_names):
+    """The graphs nutpie compiles for ``model`` as a value that two equal graphs share (the same
+    operations, equal by PyTensor's own equality, on the same constants and on inputs of the
+    same names and types), with the shared variables by name; ``None`` where no such value can
+    be formed (an input or output whose shape is not static, a shared variable without a
+    unique name, something unhashable). Meaningful in this process only."""
+    from pytensor import config
+    from pytensor.graph.traversal import toposort
+
+    value_vars = [model.rvs_to_values[rv] for rv in model.free_RVs]
+    joined, names = {v.name for v in value_vars}, set(var_names or ())
+    remaining = [
+        v for v in model.unobserved_value_vars
+        if v.name not in joined and (var_names is None or v.name in names)
+    ]
+    outputs = [model.logp(), *value_vars, *remaining]
+    if any(None in getattr(v.type, "shape", (None,)) for v in outputs[1:]):
+        return None
+    nodes, refs, shared = [], {}, {}
+    for node in toposort(outputs):
+        inputs = []
+        for var in node.inputs:
+            if var.owner is not None:
+                inputs.append(refs[var])
+                continue
+            inputs.append(_leaf(var))
+            if inputs[-1][0] == "shared" and shared.setdefault(var.name, var) is not var:
+                return None  # two shared variables of one name
+        refs.update({out: (len(nodes), i) for i, out in enumerate(node.outputs)})
+        nodes.append((node.op, tuple(inputs)))
+    if None in shared:
+        return None
+    settings = (
+        tuple(var_names) if var_names is not None else None, model.check_bounds,
+        config.numba__fastmath, str(config.mode),
+    )
+    key = (tuple(nodes), tuple(refs[o] if o in refs else _leaf(o) for o in outputs), settings)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key, shared
+
+
+def _initial_point_fn(model):
+    """nutpie's initial point of ``model`` (its defaults: the support point, jittered)."""
     from nutpie import compile_pymc as cp
     from pymc.initial_point import make_initial_point_fn
 
-    initial_point_fn = cp._wrap_with_lock(
+    return cp._wrap_with_lock(
         make_initial_point_fn(
             model=model, overrides=None, default_strategy="support_point",
             jitter_rvs=set(model.free_RVs), return_transformed=True,
         )
     )
+
+
+def _for_model(compiled, model, shared: dict):
+    """``compiled`` (another model's, of the same graph) for ``model``: its callbacks and
+    layout, with ``model``'s shared variables and their values, its initial point and its
+    coordinates. ``None`` where a shared variable of ``compiled`` has no namesake in
+    ``model``'s graph."""
+    from nutpie import compile_pymc as cp
+
+    keys = {var.name: key for var, key in compiled.shared_var_keys.items()}
+    if not set(keys) <= set(shared):
+        return None
+    shared_data = {}
+    for name, key in keys.items():
+        shared_data[key] = np.array(shared[name].get_value(), order="C", copy=True)
+        shared_data[key].flags.writeable = False
+    names, _, shapes = compiled.shape_info
+    k = len(model.free_RVs)
+    dims, coords = cp._prepare_dims_and_coords(
+        model, compiled.shape_info, compiled.reparameterized_names
+    )
+    return dataclasses.replace(
+        compiled,
+        shared_var_keys={shared[name]: key for name, key in keys.items()},
+        shared_data=shared_data,
+        user_data=cp.update_user_data(compiled.user_data.copy(), shared_data),
+        initial_point_func=cp._rv_dict_to_flat_array_wrapper(
+            _initial_point_fn(model), names=names[:k], shapes=shapes[:k]
+        ),
+        dims=dims,
+        _coords=coords,
+    )
+
+
+def compile_pymc_model(model, *, var_names=None):
+    """``nutpie.compile_pymc_model(model, backend="numba", var_names=var_names)`` (its other
+    arguments at their defaults), found again by the graph (module docstring): a model of a
+    graph this process compiled takes that compilation with its own data, initial point and
+    coordinates; another finds the callbacks in the process or on disk."""
+    graph = _graph_key(model, var_names)
+    if graph is not None:
+        with _LOCK:
+            found = _MODELS.get(graph[0])
+        if found is not None and (reused := _for_model(found, model, graph[1])) is not None:
+            with _LOCK:
+                _COUNT["reused"] += 2
+                _COUNT["graphs_reused"] += 1
+            return reused
+    compiled = _compile(model, var_names=var_names)
+    if graph is not None:
+        _remember(_MODELS, graph[0], compiled)
+    return compiled
+
+
+def _compile(model, *, var_names=None):
+    """:func:`compile_pymc_model` of a graph not yet compiled in the process: PyTensor's
+    functions, then the callbacks kept, loaded or compiled by their key. Falls back to
+    nutpie's own compilation where PyTensor gives no cache key."""
+    import nutpie
+    from nutpie import compile_pymc as cp
+
     n_dim, n_expanded, logp_pt, expand_pt, initial_point_fn, shape_info, reparameterized = (
         cp._make_functions(
             model, mode="NUMBA", compute_grad=True, join_expanded=True,
-            pymc_initial_point_fn=initial_point_fn, var_names=var_names,
+            pymc_initial_point_fn=_initial_point_fn(model), var_names=var_names,
         )
     )
     logp_key, expand_key = _inner_key(logp_pt), _inner_key(expand_pt)
