@@ -86,11 +86,12 @@ def pmt_nutpie_expand(dim, expanded, x_, out_, user_data_):
     return 0
 """
 
-#: The callbacks compiled or loaded in this process, by key (the most recent ``_SIZE``).
+#: The callbacks compiled or loaded in this process, by key (the most recent 64).
 _CALLBACKS: OrderedDict = OrderedDict()
-#: The compiled models of this process, by their graph (:func:`_graph_key`).
+#: The compiled models of this process, by their graph (:func:`_graph_key`; the most recent 16:
+#: each holds its first model's PyTensor functions and shared variables).
 _MODELS: OrderedDict = OrderedDict()
-_SIZE = 64
+_SIZES = {id(_CALLBACKS): 64, id(_MODELS): 16}
 _LOCK = threading.Lock()
 _COUNT = {"compiled": 0, "loaded": 0, "reused": 0, "graphs_reused": 0}
 
@@ -115,7 +116,7 @@ def _remember(store: OrderedDict, key, value) -> None:
     with _LOCK:
         store[key] = value
         store.move_to_end(key)
-        while len(store) > _SIZE:
+        while len(store) > _SIZES[id(store)]:
             store.popitem(last=False)
 
 
