@@ -6,6 +6,10 @@ second ``sample_ct`` with another seed, a bootstrap round, a data set given by `
 :class:`PerModel` keeps them by model object. Written here because the store must recognise the
 model itself, not an equal one (a ``pymc.Model`` is not hashable by content), and must notice a
 variable added since; ``functools.lru_cache`` does neither.
+
+What does not depend on the model object is kept by its graph instead, one level up: nutpie's
+compilation of an extended model, which a new model object of the same graph and a new process
+find again (:mod:`pymc_tempering.extended.nutpie_cache`).
 """
 
 from __future__ import annotations
