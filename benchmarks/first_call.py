@@ -149,6 +149,10 @@ def _median(values):
     return statistics.median(values) if values else float("nan")
 
 
+def _s(value: float) -> str:
+    return "-" if value != value else f"{value:.2f}"  # nan: nothing measured
+
+
 def _phases(phases: list[dict]) -> str:
     """The median seconds of each phase over runs (those of 0.05 s or more)."""
     names = [k for k in (phases[0] if phases else {}) if k != "total"]
@@ -179,11 +183,10 @@ def report(data: dict) -> str:
         ct2 = of("ct", "warm", lambda r: r["again"]["seconds"])
         smc2 = of("smc", "warm", lambda r: r["again"]["seconds"])
         pairs2 = [ct2[s] / smc2[s] for s in ct2 if s in smc2]
-        lines.append(
-            f"| {model} | {_median(ct.values()):.2f} | {_median(smc.values()):.2f} | "
-            f"{_median(pairs):.2f} | {shown} | {_median(ct2.values()):.2f} | "
-            f"{_median(smc2.values()):.2f} | {_median(pairs2):.2f} | {shown2} |"
-        )
+        cells = [_s(_median(ct.values())), _s(_median(smc.values())), _s(_median(pairs)), shown,
+                 _s(_median(ct2.values())), _s(_median(smc2.values())), _s(_median(pairs2)),
+                 shown2]
+        lines.append(f"| {model} | " + " | ".join(cells) + " |")
     lines.append(f"\nmedian over the models of ct / smc (first call, whole process): "
                  f"{_median(ratios):.2f}; largest {max(ratios, default=float('nan')):.2f}")
     return "\n".join(lines)
