@@ -246,7 +246,9 @@ def weighted_summary(
         One row per scalar element: weighted ``mean``, ``sd``, the interval's quantiles
         (``eti_lo``, ``eti_hi``), ``median``, ``mcse_mean`` (delta method with the multi-chain
         ESS of :mod:`pymc_tempering.estimators`), ``ess_mean`` (``(sd / mcse_mean)^2``: how
-        many independent posterior draws the weighted mean is worth, as ArviZ's ``ess_mean``)
+        many independent posterior draws the weighted mean is worth, as ArviZ's ``ess_mean``, at
+        most the number of draws it reads, the chains' and the mode draws': a stratified mean
+        whose modes' probabilities are importance-sampled can be more precise than that)
         and ``ess_weights`` (Kish's effective sample size of the weights, the same for every
         row; also in ``DataFrame.attrs``). Kish's count ignores the chains' autocorrelation,
         so it can be many times ``ess_mean``; the sd and the interval are then as imprecise as
@@ -316,6 +318,8 @@ def weighted_summary(
             flat = np.concatenate([flat, sub.reshape(-1, flat.shape[1])])
             weights = np.concatenate([w, sub_w.ravel()])
         var = np.einsum("n,nk->k", weights, (flat - mean) ** 2) / weights.sum()
+        # the draws read: an ESS above them is no count to compare with az.summary's
+        n_read = flat.shape[0] if w_within is None else lw_draw.size
         quantiles = np.quantile(flat, [q_lo, 0.5, q_hi], axis=0, weights=weights,
                                 method="inverted_cdf")
         for k, label in enumerate(_labels(name, da)):
@@ -328,7 +332,7 @@ def weighted_summary(
                     "median": quantiles[1, k],
                     "eti_hi": quantiles[2, k],
                     "mcse_mean": mcse[k],
-                    "ess_mean": var[k] / mcse[k] ** 2 if mcse[k] > 0 else np.nan,
+                    "ess_mean": min(var[k] / mcse[k] ** 2, n_read) if mcse[k] > 0 else np.nan,
                     "ess_weights": ess_w,
                 }
             )

@@ -133,7 +133,7 @@ def test_divergences_in_a_corrected_neck_are_a_problem_of_the_draws_only():
 
 def _full_result(near_optimum=0.0):
     """A continuous tempering result with every input of diagnose: two optima, a funnel, the
-    coverage check's group, an improper prior, a target_se."""
+    coverage check's group, an improper prior, a target_se, the path's and the regions' log Z."""
     from pymc_tempering.coverage import COVERAGE, Beyond, coverage_group
 
     rng = np.random.default_rng(seed(12))
@@ -165,7 +165,10 @@ def _full_result(near_optimum=0.0):
     })
     tree.attrs = {"method": "continuous_tempering", "log_marginal_likelihood": -1.0,
                   "log_marginal_likelihood_se": 0.1, "target_se": 0.3,
-                  "improper_prior": "u", "flat_directions": 0}
+                  "improper_prior": "u", "flat_directions": 0,
+                  "log_marginal_likelihood_path": -1.0, "log_marginal_likelihood_path_se": 0.1,
+                  "log_marginal_likelihood_regions": -1.0,
+                  "log_marginal_likelihood_regions_se": 0.1}
     return tree
 
 

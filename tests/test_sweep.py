@@ -270,11 +270,11 @@ def over_data_sets():
 
 @pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
 def test_data_sets_compile_once_and_match_their_own_models(monkeypatch):
-    import nutpie
+    from pymc_tempering.extended import compiled
 
-    calls = []
-    inner = nutpie.compile_pymc_model
-    monkeypatch.setattr(nutpie, "compile_pymc_model",
+    calls = []  # what the extended model's nutpie compilation asks for, once per model
+    inner = compiled.compile_pymc_model
+    monkeypatch.setattr(compiled, "compile_pymc_model",
                         lambda *a, **k: calls.append(1) or inner(*a, **k))
     model = data_model()
     sweep = quiet(models=model, data=DATA_SETS, client=SERIAL)

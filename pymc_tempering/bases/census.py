@@ -32,6 +32,7 @@ import warnings
 
 import numpy as np
 import pymc as pm
+from pymc.exceptions import SamplingError
 
 from pymc_tempering.bases.modes import LOG_2PI, Modes, prior_draws
 from pymc_tempering.contract import split_seed
@@ -125,6 +126,10 @@ def census_regions(
                 compute_convergence_checks=False, model=target.model,
                 idata_kwargs={"include_transformed": True},
             )
+    except (SamplingError, ValueError, FloatingPointError, np.linalg.LinAlgError):
+        # a log density that cannot be evaluated at the prior's draws: the fits that follow
+        # name the problem
+        return None
     finally:
         logger.setLevel(level)
     x = target.flat_draws(sampled["posterior"])  # (chain, draw, ndim)

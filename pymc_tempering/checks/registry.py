@@ -200,8 +200,9 @@ def _path_regions_agreement(run: Run) -> Finding:
             f"{regions_se:.3f}, {z:.1f} standard errors apart. One of them misses mass or "
             "understates its error (a path whose base is far wider than narrow modes, or a "
             "region whose proposal misses part of it), and the modes' probabilities, which "
-            "the masses set, may be off too. The result reports the path's estimate; check it "
-            "with longer runs (draws) or an independent method (pmt.sample_ais)."
+            "the masses set, may be off too. The result reports the regions' estimate, whose "
+            "error is that of independent importance sampling; check it with longer runs "
+            "(draws) or an independent method (pmt.sample_ais)."
         )
     return Finding(z, f"<= {AGREEMENT_Z:g}", z <= AGREEMENT_Z,
                    "standard errors between the path's log Z and the regions' summed masses",
