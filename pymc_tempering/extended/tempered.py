@@ -226,8 +226,8 @@ def evidence_from_regions(lml, strata) -> tuple[tuple, dict]:
     (:func:`~pymc_tempering.estimators.log_sum_of_masses`), independent of the chains'. Where
     the two agree within ``AGREEMENT_Z`` standard errors of their difference, the estimate is
     their inverse-variance combination; where they do not, the check ``path_regions_agreement``
-    flags the run. On narrow modes the regions' estimate is the
-    precise one: a Gaussian base moment-matched to modes far apart is far wider than each.
+    flags the run. On narrow modes the regions' estimate is the precise one: a Gaussian base
+    moment-matched to modes far apart is far wider than each.
     Where they disagree, the regions' estimate is reported: its error is that of independent
     importance sampling, whose tails the stratification checks (Pareto k-hat), where the
     path's is a Markov chain's over few passages between the ends of beta, which a base far
