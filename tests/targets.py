@@ -5,6 +5,7 @@ by hand and a numeric gradient. The models with known answers are in
 from __future__ import annotations
 
 import numpy as np
+import pymc as pm
 from scipy import stats
 
 
@@ -24,3 +25,19 @@ def numeric_grad(f, x, h=1e-6):
     """Central differences of ``f`` at ``x``, one coordinate at a time."""
     x = np.asarray(x, dtype=float)
     return np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(x.size)])
+
+
+def data_model(y):
+    """mu ~ N(0, 1), y_i ~ N(mu, 1), y in pm.Data: log Z = log N(y; 0, I + 11')
+    (:func:`data_model_log_z`)."""
+    with pm.Model() as model:
+        data = pm.Data("y", y)
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("obs", mu, 1.0, observed=data, shape=data.shape)
+    return model
+
+
+def data_model_log_z(y):
+    """The exact log Z of :func:`data_model` for data ``y``."""
+    n = len(y)
+    return stats.multivariate_normal(np.zeros(n), np.eye(n) + np.ones((n, n))).logpdf(y)

@@ -4,7 +4,8 @@ import numpy as np
 import pymc as pm
 import pytest
 from checks import assert_within_se, seed
-from scipy import stats
+from targets import data_model
+from targets import data_model_log_z as exact_log_z
 
 import pymc_tempering as pmt
 from pymc_tempering.extended import compiled
@@ -31,18 +32,6 @@ def compilations(monkeypatch):
     return lambda: len(count)
 
 
-def data_model(y):
-    """mu ~ N(0, 1), y_i ~ N(mu, 1), y in pm.Data: log Z = log N(y; 0, I + 11')."""
-    with pm.Model() as model:
-        data = pm.Data("y", y)
-        mu = pm.Normal("mu", 0.0, 1.0)
-        pm.Normal("obs", mu, 1.0, observed=data, shape=data.shape)
-    return model
-
-
-def exact_log_z(y):
-    n = len(y)
-    return stats.multivariate_normal(np.zeros(n), np.eye(n) + np.ones((n, n))).logpdf(y)
 
 
 def test_one_compilation_for_every_round_extension_and_call(compilations):

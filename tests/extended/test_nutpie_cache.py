@@ -12,8 +12,9 @@ import numpy as np
 import pymc as pm
 import pytest
 from checks import assert_within_se, seed
+from targets import data_model
+from targets import data_model_log_z as exact_log_z
 from nutpie import compile_pymc
-from scipy import stats
 
 import pymc_tempering as pmt
 from pymc_tempering.extended import nutpie_cache
@@ -21,15 +22,6 @@ from pymc_tempering.extended import nutpie_cache
 pytestmark = pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # short runs
 
 SHORT = {"draws": 300, "tune": 300, "chains": 2, "progressbar": False}
-
-
-def data_model(y):
-    """mu ~ N(0, 1), y_i ~ N(mu, 1), y in pm.Data: log Z = log N(y; 0, I + 11')."""
-    with pm.Model() as model:
-        data = pm.Data("y", y)
-        mu = pm.Normal("mu", 0.0, 1.0)
-        pm.Normal("obs", mu, 1.0, observed=data, shape=data.shape)
-    return model
 
 
 def constant_model(y):
@@ -40,9 +32,6 @@ def constant_model(y):
     return model
 
 
-def exact_log_z(y):
-    n = len(y)
-    return stats.multivariate_normal(np.zeros(n), np.eye(n) + np.ones((n, n))).logpdf(y)
 
 
 @pytest.fixture
