@@ -131,10 +131,14 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
       least 10 effective draws were due there and under a tenth of that came); a problem from
       0.05. A run whose base misses a mode never samples it at any temperature and every
       other check passes: this one compares the run with an independent look at the target.
-    - ``known_modes``: for a tempered run, whether the base's mode search found any optimum;
-      a problem for the posterior when it found none (a log density unbounded along the way,
-      as in factor models and mixtures with free scales): the run cannot account for its
-      modes, and draws that stay in one of them pass every other check.
+    - ``known_modes``: for a tempered run, whether its base carries optima: the mode search's,
+      or where it found none (a log density unbounded along the way, as in factor models and
+      mixtures with free scales) the regions of a census of short NUTS runs; a problem for the
+      posterior when there are none: the run cannot account for its modes, and draws that
+      stay in one of them pass every other check.
+    - ``path_regions_agreement``: for a stratified run whose regions' masses are all
+      importance-sampled, the distance in standard errors between the path's log Z and the
+      regions' summed masses; a problem above 3.
     - ``funnel_mass``: when the base's mode search climbed a spike (a centred group's scale
       run off towards 0) that the draws stay far from, the share of the target's mass on the
       spike's side of the draws that they never reached, from a profile Laplace approximation

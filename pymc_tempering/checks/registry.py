@@ -494,13 +494,15 @@ def _missed_mode_mass(run: Run) -> Finding:
 
 
 def _known_modes(run: Run) -> Finding:
-    """Whether the run can account for the modes of its target: the base's mode search found
-    at least one optimum to compare the draws with."""
+    """Whether the run can account for the modes of its target: its base carries optima to
+    compare the draws with (the mode search's, or where it found none the regions of the
+    census of short NUTS runs, :mod:`pymc_tempering.bases.census`)."""
     found = run.base.optima is not None
     problem = None
     if not found:
         problem = (
-            "The base's mode search (optimisations from prior draws) found no optimum: the log "
+            "The base's mode search (optimisations from prior draws) found no optimum, and no "
+            "census of short runs from prior draws found its regions: the log "
             "density is unbounded or flat along the way (a noise scale or a group's scale "
             "going to 0 while the rest fits the data, as in factor and mixture models), so the "
             "run has nothing to compare its draws with and cannot tell whether they reached "
