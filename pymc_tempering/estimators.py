@@ -318,7 +318,9 @@ def stratified_mean(
         sub_lw, sub_region = _as_chain_draw(sub_lw), np.asarray(sub_region)
         sub_values = np.asarray(sub_values, dtype=float)
         sub_flat = sub_values.reshape(sub_values.shape[:2] + (-1,))
-    seen = [r for r in range(len(probability)) if np.any(region == r) or np.any(sub_region == r)]
+    reached = np.isfinite(lw)
+    seen = [r for r in range(len(probability))
+            if np.any((region == r) & reached) or np.any(sub_region == r)]
     p = np.asarray(probability, dtype=float)[seen]
     p = p / p.sum()
     cov = np.asarray(probability_cov, dtype=float)[np.ix_(seen, seen)]
@@ -331,7 +333,9 @@ def stratified_mean(
         # weights zero) and from its independent draws (those alone), combined by inverse
         # variance where both hold it
         estimates = []
-        if np.any(region == r):
+        # the chains' draws in it that weigh anything (a draw at beta near 0 can weigh
+        # nothing towards the target: a region of such draws alone is not reached by them)
+        if np.any((region == r) & reached):
             estimates.append(_region_mean(flat, np.where(region == r, lw, -np.inf), pooled_var))
         inside = sub_region[0] == r
         if inside.any():
@@ -383,7 +387,9 @@ def pooled_weights(log_weight, region, probability, sub_log_weight, sub_region):
     region, sub_region = np.asarray(region), np.asarray(sub_region)
     w, sub_w = np.exp(lw - lw.max()), np.exp(sub_lw - sub_lw.max())
     for r, p_r in enumerate(np.asarray(probability, dtype=float)):
-        held, sub_held = region == r, sub_region == r
+        # draws that weigh nothing hold no share (a region of such chain draws alone is
+        # described by its mode draws)
+        held, sub_held = (region == r) & (w > 0), (sub_region == r) & (sub_w > 0)
         n = kish_ess(lw[held]) if held.any() else 0.0
         n = 0.0 if n < MIN_REGION_DRAWS else n
         sub_n = kish_ess(sub_lw[sub_held]) if sub_held.any() else 0.0

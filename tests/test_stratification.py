@@ -99,6 +99,28 @@ def test_a_region_seen_by_one_draw_cannot_claim_a_small_error():
     assert se[0] >= 0.5 * values.std() * 0.99
 
 
+def test_a_region_whose_chain_draws_weigh_nothing_is_described_by_its_mode_draws():
+    """A region holding one chain draw of weight zero (a draw at beta near 0, whose weight
+    towards the target underflowed), and mode draws of its own: the stratified mean and the
+    pooled weights read its mode draws and stay finite (they were NaN: 0/0 in the region's
+    chain weights, on a tanh network's run)."""
+    from pymc_tempering.estimators import pooled_weights
+
+    rng = np.random.default_rng(seed(5))
+    values = rng.normal(0.0, 1.0, (2, 100, 1))
+    lw, region = np.zeros((2, 100)), np.zeros((2, 100), dtype=int)
+    region[1, 3], lw[1, 3] = 1, -np.inf
+    sub_values = rng.normal(5.0, 1.0, (1, 200, 1))
+    sub_lw, sub_region = np.zeros((1, 200)), np.ones((1, 200), dtype=int)
+    p, cov = np.array([0.5, 0.5]), np.diag([1e-4, 1e-4])
+    mean, se = stratified_mean(values, lw, region, p, cov, (sub_values, sub_lw, sub_region))
+    assert np.isfinite(mean).all() and np.isfinite(se).all()
+    assert abs(mean[0] - 0.5 * (values.mean() + sub_values.mean())) < 4 * se[0] + 0.05
+    w, sub_w = pooled_weights(lw, region, p, sub_lw, sub_region)
+    assert np.isfinite(w).all() and np.isfinite(sub_w).all() and w[1, 3] == 0.0
+    assert sub_w.sum() == pytest.approx(0.5) and w.sum() == pytest.approx(0.5)
+
+
 def test_the_covariance_of_shares_of_a_partition():
     """weighted_mean_cov: the diagonal is weighted_mean's squared errors; the shares of a
     partition sum to one, so the covariance's rows sum to about zero (each share's error has
