@@ -559,106 +559,50 @@ def _funnel_mass(run: Run) -> Finding:
 
 
 # ---------------------------------------------------------------------------------------------
-# When each applies: what the run holds, through its typed readers
-# ---------------------------------------------------------------------------------------------
-
-
-def _has_improper(run: Run) -> bool:
-    return run.improper_prior is not None
-
-
-def _has_flat_directions(run: Run) -> bool:
-    return run.improper_prior is not None and run.flat_directions is not None
-
-
-def _has_coverage(run: Run) -> bool:
-    return run.coverage is not None and run.log_z is not None
-
-
-def _has_target_se(run: Run) -> bool:
-    return run.target_se is not None and run.log_z_se is not None
-
-
-def _has_two_estimators(run: Run) -> bool:
-    return run.two_estimators is not None
-
-
-def _has_beta(run: Run) -> bool:
-    return run.beta is not None
-
-
-def _has_diverging(run: Run) -> bool:
-    return run.diverging is not None
-
-
-def _has_weights(run: Run) -> bool:
-    return run.weighted
-
-
-def _has_tempered_base(run: Run) -> bool:
-    return run.tempered and run.base is not None
-
-
-def _has_optima(run: Run) -> bool:
-    return _has_tempered_base(run) and run.base.optima is not None
-
-
-def _has_funnels(run: Run) -> bool:
-    return _has_tempered_base(run) and run.base.funnels is not None
-
-
-def _has_tempered_base_and_beta(run: Run) -> bool:
-    return _has_tempered_base(run) and run.beta is not None
-
-
-def _has_chains(run: Run) -> bool:
-    return run.tempered and run.log_weight.shape[0] > 1
-
-
-# ---------------------------------------------------------------------------------------------
 # The records, in the order diagnose runs them
 # ---------------------------------------------------------------------------------------------
 
-# The model: an improper prior, whose joint density's integral may be infinite. No run mends
-# it; the rounds refit the base for it as for any check not named otherwise.
-IMPROPER_PRIOR = Check("improper_prior", True, False, Mend.NOTHING, _has_improper, _improper,
+# The model: an improper prior (no run mends it), whose joint density's integral may be
+# infinite (no run mends that either; the rounds refit the base for it as for any check not
+# named otherwise).
+IMPROPER_PRIOR = Check("improper_prior", True, False, Mend.NOTHING, Run.has_improper, _improper,
                        improper=True)
-FLAT_DIRECTIONS = Check("flat_directions", True, False, Mend.REFIT, _has_flat_directions,
+FLAT_DIRECTIONS = Check("flat_directions", True, False, Mend.REFIT, Run.has_flat_directions,
                         _flat_directions)
 # Mass the draws did not reach. A refit to draws that lack the mass cannot add it.
-MASS_BEYOND_DRAWS = Check("mass_beyond_draws", True, True, Mend.NOTHING, _has_coverage,
+MASS_BEYOND_DRAWS = Check("mass_beyond_draws", True, True, Mend.NOTHING, Run.has_coverage,
                           _mass_beyond_draws)
 # Mass about an optimum that the draws under-represent: the posterior's share of it is off; the
 # evidence only through mass_beyond_draws, which counts it.
-MASS_NEAR_OPTIMA = Check("mass_near_optima", False, True, Mend.LONGER_CHAINS, _has_coverage,
+MASS_NEAR_OPTIMA = Check("mass_near_optima", False, True, Mend.LONGER_CHAINS, Run.has_coverage,
                          _mass_near_optima, answered_by_strata=True)
-STANDARD_ERROR = Check("standard_error", True, False, Mend.LONGER_CHAINS, _has_target_se,
+STANDARD_ERROR = Check("standard_error", True, False, Mend.LONGER_CHAINS, Run.has_target_se,
                        _standard_error)
 # The path's estimate against the regions' summed masses: the masses also set the modes'
 # probabilities. No further run of the same base mends a path far wider than narrow modes.
 PATH_REGIONS_AGREEMENT = Check("path_regions_agreement", True, True, Mend.NOTHING,
-                               _has_two_estimators, _path_regions_agreement)
+                               Run.has_two_estimators, _path_regions_agreement)
 # The temperature path: both ends visited, and passages between them.
-BETA_NEAR_0 = Check("beta_near_0", True, False, Mend.REFIT, _has_beta, _beta_near_0)
-BETA_NEAR_1 = Check("beta_near_1", True, False, Mend.REFIT, _has_beta, _beta_near_1)
-MIN_END_TO_END_PASSAGES = Check("min_end_to_end_passages", True, False, Mend.REFIT, _has_beta,
+BETA_NEAR_0 = Check("beta_near_0", True, False, Mend.REFIT, Run.has_beta, _beta_near_0)
+BETA_NEAR_1 = Check("beta_near_1", True, False, Mend.REFIT, Run.has_beta, _beta_near_1)
+MIN_END_TO_END_PASSAGES = Check("min_end_to_end_passages", True, False, Mend.REFIT, Run.has_beta,
                                 _passages)
 # A higher target_accept does not enter a funnel's neck that NUTS avoids, but the bulk's.
-DIVERGENCES = Check("divergences", True, True, Mend.HIGHER_TARGET_ACCEPT, _has_diverging,
+DIVERGENCES = Check("divergences", True, True, Mend.HIGHER_TARGET_ACCEPT, Run.has_diverging,
                     _divergences)
 # The weights and the estimate. A refit to weights with a heavy tail has the same tail.
-ESS_WEIGHTS = Check("ess_weights", True, False, Mend.REFIT, _has_weights, _ess_weights)
-PARETO_KHAT = Check("pareto_khat", True, False, Mend.NOTHING, _has_weights, _pareto_khat)
-BASE_MOMENTS = Check("base_moments_max_abs_z", True, False, Mend.REFIT, _has_tempered_base,
+ESS_WEIGHTS = Check("ess_weights", True, False, Mend.REFIT, Run.has_weights, _ess_weights)
+PARETO_KHAT = Check("pareto_khat", True, False, Mend.NOTHING, Run.has_weights, _pareto_khat)
+BASE_MOMENTS = Check("base_moments_max_abs_z", True, False, Mend.REFIT, Run.has_tempered_base,
                      _base_moments)
 # The modes: an incomplete mode search is the base's own; a missed optimum widens the base.
-UNSEEN_OPTIMA = Check("unseen_optima", True, True, Mend.NOTHING, _has_optima, _unseen_optima)
-MISSED_MODE_MASS = Check("missed_mode_mass", True, True, Mend.WIDENED_BASE, _has_optima,
+UNSEEN_OPTIMA = Check("unseen_optima", True, True, Mend.NOTHING, Run.has_optima, _unseen_optima)
+MISSED_MODE_MASS = Check("missed_mode_mass", True, True, Mend.WIDENED_BASE, Run.has_optima,
                          _missed_mode_mass, answered_by_strata=True)
-KNOWN_MODES = Check("known_modes", False, True, Mend.NOTHING, _has_tempered_base_and_beta,
+KNOWN_MODES = Check("known_modes", False, True, Mend.NOTHING, Run.has_tempered_base_and_beta,
                     _known_modes)
-FUNNEL_MASS = Check("funnel_mass", True, True, Mend.NOTHING, _has_funnels, _funnel_mass)
-CHAIN_AGREEMENT = Check("chains_log_z_chi2_p", True, False, Mend.REFIT, _has_chains,
+FUNNEL_MASS = Check("funnel_mass", True, True, Mend.NOTHING, Run.has_funnels, _funnel_mass)
+CHAIN_AGREEMENT = Check("chains_log_z_chi2_p", True, False, Mend.REFIT, Run.has_chains,
                         _chain_agreement)
 
 #: Every check, one record each, in the order :func:`~pymc_tempering.checks.diagnose` runs them.

@@ -4,7 +4,8 @@ The checks never look a group or an attr up by name: a :class:`Run` reads the re
 attrs, its ``posterior`` and ``sample_stats``, its ``base`` group
 (:func:`~pymc_tempering.results.read_base`) and its ``coverage`` group
 (:func:`~pymc_tempering.coverage.read_coverage`), each on first use, and keeps what several
-checks share (the flat draws, the temperature's ends).
+checks share (the flat draws, the temperature's ends). Its ``has_*`` methods say what a run
+holds: they are the records' ``applies``.
 """
 
 from __future__ import annotations
@@ -154,3 +155,56 @@ class Run:
         """Whether the run bridges a base and the target with weights towards both ends
         (continuous tempering: the base-moment, mode and chain-agreement checks)."""
         return self.log_weight is not None and self.log_base_weight is not None
+
+    # -- what the checks apply to (each record's ``applies``) ------------------------------------
+    def has_improper(self) -> bool:
+        """A model with an improper prior."""
+        return self.improper_prior is not None
+
+    def has_flat_directions(self) -> bool:
+        """An improper prior whose flat directions were counted."""
+        return self.improper_prior is not None and self.flat_directions is not None
+
+    def has_coverage(self) -> bool:
+        """A coverage group and a log Z to compare it with."""
+        return self.coverage is not None and self.log_z is not None
+
+    def has_target_se(self) -> bool:
+        """A standard error of log Z asked for, and one given."""
+        return self.target_se is not None and self.log_z_se is not None
+
+    def has_two_estimators(self) -> bool:
+        """The path's and the regions' log Z."""
+        return self.two_estimators is not None
+
+    def has_beta(self) -> bool:
+        """An inverse temperature per draw."""
+        return self.beta is not None
+
+    def has_diverging(self) -> bool:
+        """The divergent transitions recorded."""
+        return self.diverging is not None
+
+    def has_weights(self) -> bool:
+        """One log weight per draw."""
+        return self.weighted
+
+    def has_tempered_base(self) -> bool:
+        """Weights towards both ends of a tempered path, and its base."""
+        return self.tempered and self.base is not None
+
+    def has_optima(self) -> bool:
+        """A tempered run whose base holds optima."""
+        return self.has_tempered_base() and self.base.optima is not None
+
+    def has_funnels(self) -> bool:
+        """A tempered run whose base holds spikes judged against the draws."""
+        return self.has_tempered_base() and self.base.funnels is not None
+
+    def has_tempered_base_and_beta(self) -> bool:
+        """A tempered run with its base and an inverse temperature per draw."""
+        return self.has_tempered_base() and self.beta is not None
+
+    def has_chains(self) -> bool:
+        """A tempered run of more than one chain."""
+        return self.tempered and self.log_weight.shape[0] > 1
