@@ -107,7 +107,8 @@ def census_regions(
     Modes or None
         One entry per region (its chains' mean, shrunk covariance, log density and Gaussian
         mass; ``hits`` the chains in it), by decreasing log density; None where the prior
-        cannot be drawn from or no chain ended at a finite log density.
+        cannot be drawn from, the model's density cannot be evaluated at its draws, or no
+        chain ended at a finite log density.
     """
     start_seed, sample_seed = split_seed(random_seed, 2)
     try:
