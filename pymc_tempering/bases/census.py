@@ -11,7 +11,7 @@ region its start falls towards and stays there, so the chains' regions are a cen
 target's, and the number of chains in each a count for the Good-Turing chance of a region not
 yet seen (:attr:`~pymc_tempering.bases.Modes.unseen`). Two chains are in one region when the
 target's log density on the segment between their means never dips ``MODE_BARRIER`` nats
-below its lower end.
+below its lower end (the barrier test the ADVI fits of a base are merged by).
 
 Each region is returned as an entry of :class:`~pymc_tempering.bases.Modes`: its chains'
 mean, their covariance (shrunk towards its diagonal), the log density there and the mass of
@@ -34,12 +34,12 @@ import numpy as np
 import pymc as pm
 from pymc.exceptions import SamplingError
 
-from pymc_tempering.bases.modes import LOG_2PI, Modes, prior_draws
+from pymc_tempering.bases.modes import LOG_2PI, Modes, no_barrier, prior_draws
 from pymc_tempering.contract import split_seed
 from pymc_tempering.target import Target
 from pymc_tempering.timing import phase
 
-__all__ = ["CENSUS_CHAINS", "CENSUS_DRAWS", "CENSUS_TUNE", "MODE_BARRIER", "census_regions"]
+__all__ = ["CENSUS_CHAINS", "CENSUS_DRAWS", "CENSUS_TUNE", "census_regions"]
 
 #: Chains of the census, each from a prior draw. With two regions of equal mass, all chains
 #: land in one with probability 2^(1 - n): 1e-3 for 12; with four, one is missed with
@@ -48,27 +48,19 @@ __all__ = ["CENSUS_CHAINS", "CENSUS_DRAWS", "CENSUS_TUNE", "MODE_BARRIER", "cens
 CENSUS_CHAINS = 12
 CENSUS_TUNE = 200  # NUTS warm-up steps per chain
 CENSUS_DRAWS = 100  # draws per chain after it
-MODE_BARRIER = 5.0  # nats: a deeper dip of the log density between two chains' means separates them
 SHRINKAGE = 0.2  # weight of the diagonal in a region's covariance (few draws, many dimensions)
 
 
-def _same_region(target: Target, a: np.ndarray, b: np.ndarray, n: int = 9) -> bool:
-    """Whether the segment between two points stays within ``MODE_BARRIER`` nats of its lower
-    end (one region), or dips deeper (a barrier between two)."""
-    t = np.linspace(0.0, 1.0, n + 2)[:, None]
-    logp = target.logp(a + t * (b - a))
-    return bool(np.min(logp[1:-1]) >= min(logp[0], logp[-1]) - MODE_BARRIER)
-
-
 def _regions_of(target: Target, means: np.ndarray) -> np.ndarray:
-    """Each chain's region (an index), chains joined by :func:`_same_region`, in the order of
+    """Each chain's region (an index), chains joined where no barrier lies between their
+    means (:func:`~pymc_tempering.bases.modes.no_barrier`), in the order of
     the chains' mean log density (the first region is the highest)."""
     order = np.argsort(-np.asarray(target.logp(means), dtype=float))
     region = np.full(len(means), -1)
     heads: list[int] = []
     for i in order:
         for r, head in enumerate(heads):
-            if _same_region(target, means[head], means[i]):
+            if no_barrier(target, means[head], means[i]):
                 region[i] = r
                 break
         else:

@@ -30,6 +30,7 @@ from pymc_tempering.bases.densities import (
 from pymc_tempering.bases.census import census_regions
 from pymc_tempering.bases.modes import (
     MODE_SEARCH_GROWTH,
+    no_barrier,
     SEARCH_GROWTH_UNSEEN,
     N_MODE_STARTS,
     Modes,
@@ -58,7 +59,6 @@ N_FITS = 4  # most ADVI runs of a mixture base (fit_base's n_fits)
 # collapsed into the centred intercepts' spike, sd 1e-4 where the best fit has 0.25, came
 # out 99 nats below, was kept at the weight floor and made the run unreliable, 1 nat off)
 FAILED_FIT_GAP = 30.0
-MODE_BARRIER = 5.0  # nats: a deeper dip of the log density between two fits separates modes
 LAPLACE_AGREEMENT = 1.0  # nats between the Laplace mass and its importance-sampling check
 
 
@@ -214,9 +214,7 @@ def _same_mode(target: Target, a: Base, b: Base, n: int = 9) -> bool:
     """
     if np.all(np.abs(a.mean - b.mean) < np.maximum(a.std, b.std)):
         return True
-    t = np.linspace(0.0, 1.0, n + 2)[:, None]
-    logp = target.logp(a.mean + t * (b.mean - a.mean))
-    return bool(np.min(logp[1:-1]) >= min(logp[0], logp[-1]) - MODE_BARRIER)
+    return no_barrier(target, a.mean, b.mean, n)
 
 
 def _fit_mixture(

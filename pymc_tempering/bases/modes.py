@@ -26,6 +26,7 @@ from pymc_tempering.timing import phase
 
 __all__ = [
     "LOG_2PI",
+    "MODE_BARRIER",
     "MODE_MAX_ITER",
     "MODE_SEARCH_GROWTH",
     "SEARCH_GROWTH_UNSEEN",
@@ -34,6 +35,7 @@ __all__ = [
     "diagonal_laplace",
     "discover_optima",
     "modes_from_result",
+    "no_barrier",
     "find_modes",
     "hessian",
     "laplace_cov",
@@ -53,6 +55,7 @@ MODE_SEARCH_GROWTH = 4
 # runs.
 SEARCH_GROWTH_UNSEEN = 0.05
 MODE_MAX_ITER = 200  # L-BFGS iterations per optimisation
+MODE_BARRIER = 5.0  # nats: a deeper dip of the log density between two points separates modes
 
 
 @dataclass(frozen=True, eq=False)
@@ -103,6 +106,15 @@ class Modes:
     def probabilities(self) -> np.ndarray:
         """Each optimum's share of the total Laplace mass."""
         return np.exp(self.log_mass - logsumexp(self.log_mass))
+
+
+def no_barrier(target: Target, a: np.ndarray, b: np.ndarray, n: int = 9) -> bool:
+    """Whether the target's log density on the segment between the flat points ``a`` and ``b``
+    (at ``n`` points inside it) never dips more than ``MODE_BARRIER`` nats below its lower
+    end: one mode, where separated modes have a valley between them."""
+    t = np.linspace(0.0, 1.0, n + 2)[:, None]
+    logp = target.logp(a + t * (b - a))
+    return bool(np.min(logp[1:-1]) >= min(logp[0], logp[-1]) - MODE_BARRIER)
 
 
 @reproducible
