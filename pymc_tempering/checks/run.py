@@ -51,22 +51,24 @@ class Run:
     def method(self) -> str | None:
         return self.attrs.get("method")
 
-    @property
-    def log_z(self) -> float | None:
-        """The run's pooled log marginal likelihood, or None."""
-        value = self.attrs.get("log_marginal_likelihood")
+    def _number(self, name: str) -> float | None:
+        """The root attr ``name`` as a float, or None without it."""
+        value = self.attrs.get(name)
         return None if value is None else float(value)
 
     @property
+    def log_z(self) -> float | None:
+        """The run's pooled log marginal likelihood, or None."""
+        return self._number("log_marginal_likelihood")
+
+    @property
     def log_z_se(self) -> float | None:
-        value = self.attrs.get("log_marginal_likelihood_se")
-        return None if value is None else float(value)
+        return self._number("log_marginal_likelihood_se")
 
     @property
     def target_se(self) -> float | None:
         """The standard error of log Z the run was asked for (continuous tempering), or None."""
-        value = self.attrs.get("target_se")
-        return None if value is None else float(value)
+        return self._number("target_se")
 
     @property
     def improper_prior(self) -> str | None:
@@ -75,7 +77,7 @@ class Run:
 
     @property
     def flat_directions(self) -> int | None:
-        value = self.attrs.get("flat_directions")
+        value = self._number("flat_directions")
         return None if value is None else int(value)
 
     @property
@@ -83,13 +85,12 @@ class Run:
         """The log Z of the run's path and of its regions' masses, with their standard errors
         (``log_marginal_likelihood_path``, ``_regions`` and their ``_se``), or None."""
         names = ("path", "path_se", "regions", "regions_se")
-        values = [self.attrs.get(f"log_marginal_likelihood_{n}") for n in names]
-        return None if any(v is None for v in values) else tuple(float(v) for v in values)
+        values = tuple(self._number(f"log_marginal_likelihood_{n}") for n in names)
+        return None if None in values else values
 
     @property
     def funnel_correction(self) -> float | None:
-        value = self.attrs.get("funnel_correction")
-        return None if value is None else float(value)
+        return self._number("funnel_correction")
 
     # -- posterior and sample_stats ------------------------------------------------------------
     def _stat(self, name: str) -> np.ndarray | None:
@@ -146,11 +147,6 @@ class Run:
 
     # -- what several checks need ---------------------------------------------------------------
     @property
-    def weighted(self) -> bool:
-        """Whether the run has one log weight per draw."""
-        return self.log_weight is not None
-
-    @property
     def tempered(self) -> bool:
         """Whether the run bridges a base and the target with weights towards both ends
         (continuous tempering: the base-moment, mode and chain-agreement checks)."""
@@ -187,7 +183,7 @@ class Run:
 
     def has_weights(self) -> bool:
         """One log weight per draw."""
-        return self.weighted
+        return self.log_weight is not None
 
     def has_tempered_base(self) -> bool:
         """Weights towards both ends of a tempered path, and its base."""
