@@ -41,3 +41,18 @@ def data_model_log_z(y):
     """The exact log Z of :func:`data_model` for data ``y``."""
     n = len(y)
     return stats.multivariate_normal(np.zeros(n), np.eye(n) + np.ones((n, n))).logpdf(y)
+
+
+def tiny_factor() -> pm.Model:
+    """A one-factor model of 6 rows and 3 features: the sign of (lambda, f) is not identified,
+    so P(lambda[0] > 0) = 1/2 exactly, and its density is unbounded (a noise scale going to 0
+    while the factors fit its feature exactly), so no L-BFGS run of the mode search converges."""
+    rng = np.random.default_rng(5)
+    f = rng.normal(size=6)
+    y = f[:, None] * np.array([1.5, 1.2, 1.0])[None] + rng.normal(0.0, 0.4, (6, 3))
+    with pm.Model() as model:
+        lam = pm.Normal("lambda", 0.0, 1.0, shape=3)
+        factor = pm.Normal("f", 0.0, 1.0, shape=6)
+        psi = pm.HalfNormal("psi", 1.0, shape=3)
+        pm.Normal("y", factor[:, None] * lam[None], psi, observed=y)
+    return model

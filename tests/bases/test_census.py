@@ -5,26 +5,12 @@ import numpy as np
 import pymc as pm
 import pytest
 from checks import seed
+from targets import tiny_factor
 
 import pymc_tempering as pmt
 from pymc_tempering.bases.census import census_regions
 from pymc_tempering.bases.modes import search_modes
 from pymc_tempering.target import target_of
-
-
-def tiny_factor() -> pm.Model:
-    """A one-factor model of 6 rows and 3 features: the sign of (lambda, f) is not identified,
-    so P(lambda[0] > 0) = 1/2 exactly, and its density is unbounded (a noise scale going to 0
-    while the factors fit its feature exactly), so no L-BFGS run of the mode search converges."""
-    rng = np.random.default_rng(5)
-    f = rng.normal(size=6)
-    y = f[:, None] * np.array([1.5, 1.2, 1.0])[None] + rng.normal(0.0, 0.4, (6, 3))
-    with pm.Model() as model:
-        lam = pm.Normal("lambda", 0.0, 1.0, shape=3)
-        factor = pm.Normal("f", 0.0, 1.0, shape=6)
-        psi = pm.HalfNormal("psi", 1.0, shape=3)
-        pm.Normal("y", factor[:, None] * lam[None], psi, observed=y)
-    return model
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +49,13 @@ def test_a_unimodal_target_is_one_region():
 
 def test_the_base_of_an_unbounded_target_covers_every_region(factor_target):
     """fit_base's default (laplace) base carries the census's regions as its modes when the
-    search found none, and its moment-matched Gaussian spans both signs."""
+    search found none, every chain in one of them, both signs of lambda among them (a chain
+    that a short run left apart, in a funnel's neck, can be a region of its own: seed 15 gave
+    three, of 5, 6 and 1 chains), and its moment-matched Gaussian spans both signs."""
     base = pmt.fit_base(factor_target.model, method="laplace", random_seed=seed(4),
                         progressbar=False)
-    assert base.modes is not None and len(base.modes) == 2
+    assert base.modes is not None and base.modes.hits.sum() == 12
+    assert set(np.sign(base.modes.points[:, 0])) == {-1.0, 1.0}
     gaussian = base.gaussian()
     lam0 = base.modes.points[:, 0]
     assert gaussian.mean[0] - 2 * gaussian.std[0] < lam0.min()

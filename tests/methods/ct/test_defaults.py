@@ -8,6 +8,7 @@ import numpy as np
 import pymc as pm
 import pytest
 from checks import assert_diagnosed_ok, assert_within_se, seed
+from targets import tiny_factor
 from pymc_tempering.problems.conjugate import conjugate_normal
 from pymc_tempering.problems.mixtures import four_mode_mixture
 from pymc_tempering.problems.radon import radon_linear_gaussian
@@ -158,12 +159,6 @@ def test_factor_model_at_defaults_is_right_or_says_it_is_not():
     posterior says reliable is within 0.05. The evidence's two estimators, the path's and the
     regions' summed masses, agree within their errors, and the result reports their
     combination."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).parents[2] / "bases"))
-    from test_census import tiny_factor
-
     with tiny_factor():
         idata = pmt.sample_ct(random_seed=seed(5), progressbar=False)
     p, se = pmt.weighted_expectation(idata, lambda post: post["lambda"].values[..., 0] > 0)
@@ -171,6 +166,12 @@ def test_factor_model_at_defaults_is_right_or_says_it_is_not():
     assert_within_se(float(p), 0.5, float(se), what="P(lambda[0] > 0)")
     if idata.attrs["posterior_reliable"]:
         assert abs(float(p) - 0.5) < 0.05
+    if idata["mode_probabilities"].attrs["method"] != "importance sampling":
+        # a region's importance sampling fell back to the draws (a k-hat above 0.7, as at
+        # seed 8): no second estimate, and the posterior says so
+        assert not idata.attrs["posterior_reliable"]
+        assert "log_marginal_likelihood_regions" not in idata.attrs
+        return
     a = idata.attrs
     path, regions = a["log_marginal_likelihood_path"], a["log_marginal_likelihood_regions"]
     gap_se = np.hypot(a["log_marginal_likelihood_path_se"], a["log_marginal_likelihood_regions_se"])
