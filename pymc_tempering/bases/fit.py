@@ -251,6 +251,8 @@ def _fit_mixture(
         target, n, n_fits, start_seed, fit_seeds, progressbar, fit_kwargs, modes, ends, prior_sd
     )
     kept = _distinct_fits(target, fits, modes)
+    if modes is not None and census is None:
+        modes = _masses_from_fits(target, modes, kept)
     elbo = np.array([k.log_zeta for k in kept])
     components = kept + laplace
     log_mass = np.array([k.log_zeta for k in components])
@@ -269,6 +271,26 @@ def _fit_mixture(
         modes=modes if census is None else census,
         spikes=spikes,
     )
+
+
+def _masses_from_fits(target: Target, modes: Modes, fits: list) -> Modes:
+    """The optima's log masses, each at least the ELBO of an ADVI fit that lies on its mode
+    (its mean nearest that optimum, no barrier between them): an ELBO is a lower bound on the
+    mass of the mode it fits, a Laplace mass is not. In many dimensions the Laplace mass can
+    be far too low where the mode is not Gaussian or the optimum was found to a few nats only
+    (measured: a one-factor model with 208 parameters, whose two sign modes have equal masses,
+    had Laplace masses 8.5 and 12 nats apart, ELBOs 0.1 apart). The strata
+    (:func:`~pymc_tempering.stratification.stratify_by_modes`) and the check of missed optima
+    (:func:`~pymc_tempering.checks.missed_modes`) weigh the optima by these masses, and an
+    optimum wrongly put below ``MIN_STRATUM_SHARE`` was left out of both: its mode's
+    probability came out 0, marked reliable."""
+    scale = np.sqrt(np.maximum(np.einsum("kii->ki", modes.cov).max(0), 1e-300))
+    log_mass = modes.log_mass.copy()
+    for fit in fits:
+        i = int(np.argmin((((modes.points - fit.mean) / scale) ** 2).sum(1)))
+        if fit.log_zeta > log_mass[i] and no_barrier(target, fit.mean, modes.points[i]):
+            log_mass[i] = fit.log_zeta
+    return replace(modes, log_mass=log_mass)
 
 
 def _complete_search(target: Target, mode_seed):

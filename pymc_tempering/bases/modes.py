@@ -300,15 +300,29 @@ def discover_optima(target: Target, x, modes: Modes, random_seed=None) -> Modes:
         kept = _entries(found)
         known = len(kept)
         kept, _ = _climb_all(target, candidates[starts], spread, kept)
-        log_mass = np.array([k[0] + 0.5 * np.linalg.slogdet(k[2])[1] for k in kept])
-        share = np.exp(log_mass - logsumexp(log_mass))
-        new = [k[:3] + [0] for k, s in zip(kept[known:], share[known:], strict=True)
-               if s >= MIN_FOUND_SHARE]
-        if not new:
+        if len(kept) == known:
+            break
+        # the known optima keep their masses (a fit's ELBO may have raised one)
+        added = _modes(target, [k[:3] + [0] for k in kept[known:]])
+        share = np.exp(added.log_mass - logsumexp(np.r_[found.log_mass, added.log_mass]))
+        if not np.any(share >= MIN_FOUND_SHARE):
             break
         # the search's own hits: these runs do not count (see above)
-        found = _modes(target, _entries(found) + new)
+        found = _joined(found, _subset(added, share >= MIN_FOUND_SHARE))
     return found
+
+
+def _subset(modes: Modes, keep) -> Modes:
+    """The optima of ``modes`` where ``keep`` (bool) holds."""
+    return Modes(points=modes.points[keep], log_density=modes.log_density[keep],
+                 log_mass=modes.log_mass[keep], cov=modes.cov[keep], hits=modes.hits[keep])
+
+
+def _joined(a: Modes, b: Modes) -> Modes:
+    """The optima of ``a`` and ``b`` together, by decreasing log density."""
+    order = np.argsort(-np.r_[a.log_density, b.log_density], kind="stable")
+    return Modes(*(np.concatenate([getattr(a, f), getattr(b, f)])[order]
+                   for f in ("points", "log_density", "log_mass", "cov", "hits")))
 
 
 def modes_from_result(result, known: Modes | None = None) -> Modes | None:

@@ -138,3 +138,33 @@ def test_mixture_base_is_eq_25():
     assert np.all(base.std > 3.5)
     with pytest.raises(ValueError, match="n_fits"):
         pmt.fit_base(model, method="mixture", n_fits=0, progressbar=False)
+
+
+def test_an_optimum_whose_laplace_mass_is_too_low_takes_its_fits_elbo():
+    """The two equal modes of ``two_modes(0.5)``, one optimum's Laplace mass set 12 nats low
+    (as a mode search in many dimensions found it): an ADVI fit on that mode raises it to the
+    fit's ELBO, so that the strata keep it; a fit below an optimum's Laplace mass changes
+    nothing; and the run's discovered optima keep the raised mass."""
+    from dataclasses import replace
+
+    from pymc_tempering.bases.fit import _masses_from_fits
+    from pymc_tempering.bases.modes import discover_optima, find_modes
+    from pymc_tempering.stratification import MIN_STRATUM_SHARE
+    from pymc_tempering.target import Target
+
+    target = Target(two_modes(0.5))
+    modes = find_modes(target, random_seed=seed(84))
+    low = replace(modes, log_mass=modes.log_mass - np.array([0.0, 12.0]))
+    assert low.probabilities[1] < MIN_STRATUM_SHARE
+    fits = [
+        pmt.Base(mean=modes.points[1] + 0.1, cov=np.eye(1), log_zeta=np.log(0.5) - 0.01),
+        pmt.Base(mean=modes.points[0] - 0.1, cov=np.eye(1), log_zeta=np.log(0.5) - 5.0),
+    ]
+    raised = _masses_from_fits(target, low, fits)
+    assert raised.log_mass[1] == np.log(0.5) - 0.01
+    assert raised.log_mass[0] == low.log_mass[0]
+    np.testing.assert_allclose(raised.probabilities, [0.5, 0.5], atol=0.01)
+    # draws at both optima add nothing, and the masses stay
+    draws = np.concatenate([p + np.random.default_rng(seed(85)).normal(0, 1, (200, 1))
+                            for p in modes.points])[None]
+    assert discover_optima(target, draws, raised, random_seed=seed(86)) is raised
