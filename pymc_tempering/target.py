@@ -450,6 +450,10 @@ class Target:
         logp_grad_fn = pytensor.function([x], [logp, grad])
         constrained = self.constrained_graph(self.unravel_graph(x))
         constrained_fn = pytensor.function([x], list(constrained.values()))
+        for fn in (logp_fn, logp_grad_fn, constrained_fn):
+            # the methods below pass contiguous float64 vectors of length ndim: PyTensor's
+            # check of each input took half of a call (a run's strata make 10^5 calls)
+            fn.trust_input = True
         return logp_fn, logp_grad_fn, constrained_fn
 
     def logp(self, x: np.ndarray) -> np.ndarray:
@@ -461,18 +465,25 @@ class Target:
         """
         x = np.asarray(x, dtype=float)
         fn = self._compiled[0]
-        flat = x.reshape(-1, self.ndim)
+        flat = np.ascontiguousarray(x.reshape(-1, self.ndim))
         out = np.array([fn(row) for row in flat], dtype=float)
         return out.reshape(x.shape[:-1])
 
+    def _point(self, x) -> np.ndarray:
+        """One flat point as the compiled functions take it (they do not check their input)."""
+        x = np.ascontiguousarray(x, dtype=float)
+        if x.shape != (self.ndim,):
+            raise ValueError(f"Expected a flat vector of length {self.ndim}, got shape {x.shape}.")
+        return x
+
     def logp_and_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
         """Log density and its gradient at one flat point."""
-        logp, grad = self._compiled[1](np.asarray(x, dtype=float))
+        logp, grad = self._compiled[1](self._point(x))
         return float(logp), np.asarray(grad)
 
     def constrained(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """Map one flat point to the model's named constrained variables and deterministics."""
-        values = self._compiled[2](np.asarray(x, dtype=float))
+        values = self._compiled[2](self._point(x))
         return dict(zip(self.constrained_names, values, strict=True))
 
     def flat_draws(self, posterior) -> np.ndarray:
