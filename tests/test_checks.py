@@ -41,13 +41,14 @@ def test_derived_lists():
         "path_regions_agreement",
     }
     assert POSTERIOR_CHECKS == (
-        "mass_beyond_draws", "mass_near_optima", "path_regions_agreement", "divergences", "unseen_optima",
-        "missed_mode_mass", "known_modes", "funnel_mass",
+        "mass_beyond_draws", "mass_near_optima", "path_regions_agreement", "beta_near_0",
+        "min_end_to_end_passages", "divergences", "unseen_optima", "missed_mode_mass",
+        "known_modes", "funnel_mass",
     )
     # mass about an optimum bears on the evidence only through mass_beyond_draws
     assert not registry.MASS_NEAR_OPTIMA.evidence
     assert {c.name for c in CHECKS if c.answered_by_strata} == {
-        "missed_mode_mass", "mass_near_optima"}
+        "missed_mode_mass", "mass_near_optima", "beta_near_0", "min_end_to_end_passages"}
 
 
 def _tempered(with_optima: bool, rng) -> DataTree:
@@ -94,6 +95,21 @@ def test_a_run_whose_mode_search_found_no_optimum_has_no_reliable_posterior():
     assert any("found no optimum" in p for p in verdict.problems)
     assert diagnose(seen).checks.loc["known_modes", "ok"]
     assert not any("found no optimum" in p for p in posterior_check(seen).problems)
+
+
+def test_chains_that_never_reach_the_base_have_no_reliable_posterior():
+    """beta_near_0 bears on the posterior: chains whose inverse temperature never comes near 0
+    never visit the base, so they never leave the mode they began in, and the draws' share of
+    each mode is where they started."""
+    rng = np.random.default_rng(seed(23))
+    stuck = _tempered(True, rng)
+    stuck["posterior"] = stuck["posterior"].to_dataset().assign(
+        inverse_temperature=(("chain", "draw"), rng.uniform(0.5, 1.0, (2, 400))))
+    assert not diagnose(stuck).checks.loc["beta_near_0", "ok"]
+    verdict = posterior_check(stuck)
+    assert not verdict.reliable
+    assert any("never came near 0" in p for p in verdict.problems)
+    assert not any("never came near 0" in p for p in posterior_check(_tempered(True, rng)).problems)
 
 
 def test_a_new_check_is_one_record(monkeypatch):

@@ -582,11 +582,15 @@ STANDARD_ERROR = Check("standard_error", True, False, Mend.LONGER_CHAINS, Run.ha
 # probabilities. No further run of the same base mends a path far wider than narrow modes.
 PATH_REGIONS_AGREEMENT = Check("path_regions_agreement", True, True, Mend.NOTHING,
                                Run.has_two_estimators, _path_regions_agreement)
-# The temperature path: both ends visited, and passages between them.
-BETA_NEAR_0 = Check("beta_near_0", True, False, Mend.REFIT, Run.has_beta, _beta_near_0)
+# The temperature path: both ends visited, and passages between them. Chains that never reach
+# the base (or never pass between it and the target) never leave the mode they began in: the
+# draws' share of each mode is where the chains started, and a mode no chain began in is
+# missed. Importance-sampled strata give the modes' masses without the passages.
+BETA_NEAR_0 = Check("beta_near_0", True, True, Mend.REFIT, Run.has_beta, _beta_near_0,
+                    answered_by_strata=True)
 BETA_NEAR_1 = Check("beta_near_1", True, False, Mend.REFIT, Run.has_beta, _beta_near_1)
-MIN_END_TO_END_PASSAGES = Check("min_end_to_end_passages", True, False, Mend.REFIT, Run.has_beta,
-                                _passages)
+MIN_END_TO_END_PASSAGES = Check("min_end_to_end_passages", True, True, Mend.REFIT, Run.has_beta,
+                                _passages, answered_by_strata=True)
 # A higher target_accept does not enter a funnel's neck that NUTS avoids, but the bulk's.
 DIVERGENCES = Check("divergences", True, True, Mend.HIGHER_TARGET_ACCEPT, Run.has_diverging,
                     _divergences)
