@@ -7,9 +7,10 @@ second ``sample_ct`` with another seed, a bootstrap round, a data set given by `
 model itself, not an equal one (a ``pymc.Model`` is not hashable by content), and must notice a
 variable added since; ``functools.lru_cache`` does neither.
 
-What does not depend on the model object is kept by its graph instead, one level up: nutpie's
-compilation of an extended model, which a new model object of the same graph and a new process
-find again (:mod:`pymc_tempering.extended.nutpie_cache`).
+What does not depend on the model object is kept by its graph instead (:func:`graph_key`,
+:class:`PerGraph`): a model's compiled point functions (:class:`~pymc_tempering.Target`) and
+nutpie's compilation of an extended model (:mod:`pymc_tempering.extended.nutpie_cache`), which a
+new model object of the same graph finds again (and, for nutpie's, a new process).
 """
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
 import pymc as pm
+from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph.basic import Constant
+from pytensor.graph.traversal import toposort
 
-__all__ = ["PerModel"]
+__all__ = ["PerGraph", "PerModel", "graph_key"]
 
 
 class PerModel:
@@ -58,5 +62,87 @@ class PerModel:
         return value
 
     def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+def _leaf(var) -> tuple:
+    """What names an input of a graph in :func:`graph_key`: a constant by its value, a shared
+    variable or any other input by its name and type (their values are given at run time)."""
+    if isinstance(var, Constant):
+        return ("constant", var.signature())
+    return ("shared" if isinstance(var, SharedVariable) else "input", var.name, var.type)
+
+
+def graph_key(outputs, settings=()) -> tuple | None:
+    """The graphs ``outputs`` as a value that two equal graphs share (the same operations,
+    equal by PyTensor's own equality, on the same constants and on inputs of the same names and
+    types), and their shared variables by name: ``(key, {name: shared variable})``. ``None``
+    where no such value can be formed (a shared variable without a unique name, something
+    unhashable). ``settings`` join the key. Meaningful in this process only: what is kept by it
+    (a model's compiled functions here, nutpie's compilation in
+    :mod:`pymc_tempering.extended.nutpie_cache`) serves a new model object of the same graph
+    (a rebuilt model, a re-run notebook cell, a test's fixture)."""
+    nodes, refs, shared = [], {}, {}
+    for node in toposort(outputs):
+        inputs = []
+        for var in node.inputs:
+            if var.owner is not None:
+                inputs.append(refs[var])
+                continue
+            inputs.append(_leaf(var))
+            if inputs[-1][0] == "shared" and shared.setdefault(var.name, var) is not var:
+                return None  # two shared variables of one name
+        refs.update({out: (len(nodes), i) for i, out in enumerate(node.outputs)})
+        nodes.append((node.op, tuple(inputs)))
+    if None in shared:
+        return None
+    key = (tuple(nodes), tuple(refs[o] if o in refs else _leaf(o) for o in outputs),
+           tuple(settings))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key, shared
+
+
+class PerGraph:
+    """A small store of what was built for a graph, by its :func:`graph_key` (or any other
+    hashable key): the ``size`` most recently used entries. Thread-safe."""
+
+    def __init__(self, size: int = 16):
+        self.size = int(size)
+        self._entries: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def find(self, key: Hashable):
+        """The entry of ``key``, or None."""
+        with self._lock:
+            if key not in self._entries:
+                return None
+            self._entries.move_to_end(key)
+            return self._entries[key]
+
+    def keep(self, key: Hashable, value) -> None:
+        """Store ``value`` under ``key`` (the least recently used entry goes beyond ``size``)."""
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def get(self, key: Hashable | None, build: Callable):
+        """The entry of ``key``, built by ``build()`` and kept when absent (built each time
+        where ``key`` is None: a graph without a key is never shared)."""
+        if key is None:
+            return build()
+        found = self.find(key)
+        if found is None:
+            found = build()
+            self.keep(key, found)
+        return found
+
+    def clear(self) -> None:
+        """Forget every entry."""
         with self._lock:
             self._entries.clear()

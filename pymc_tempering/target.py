@@ -28,7 +28,7 @@ from pytensor.tensor.random.type import RandomGeneratorType
 from pytensor.tensor.variable import TensorConstant
 from scipy import optimize
 
-from pymc_tempering.per_model import PerModel
+from pymc_tempering.per_model import PerGraph, PerModel, graph_key
 from pymc_tempering.timing import phase
 
 __all__ = ["Target", "flat_directions", "negative_log_density", "target_of"]
@@ -105,6 +105,10 @@ def _indexed(node, index) -> dict:
 def _length(data) -> int:
     """A data length from :func:`_minibatches`: the number, or the shared data's current one."""
     return data if isinstance(data, int) else len(data.get_value(borrow=True))
+
+
+#: The point functions of the models of this process, by graph (:meth:`Target._compiled`).
+_COMPILED = PerGraph(16)
 
 
 class Target:
@@ -442,6 +446,20 @@ class Target:
     @cached_property
     @phase("compile")
     def _compiled(self):
+        """The point functions (log density; with its gradient; constrained values), compiled
+        once per graph in a process: a new model object of a graph already compiled (with no
+        shared data, whose values the functions would hold) takes the earlier ones, where
+        PyTensor would rewrite the graphs again (most of a small model's compilation, its
+        Numba code being on disk)."""
+        keyed = graph_key(
+            [self._logp, *self._constrained_outputs, *self.value_vars],
+            (tuple(self.shapes), tuple(self.constrained_names), self.model.check_bounds,
+             pytensor.config.numba__fastmath, str(pytensor.config.mode)),
+        )
+        key = keyed[0] if keyed is not None and not keyed[1] else None
+        return _COMPILED.get(key, self._compile)
+
+    def _compile(self):
         x = pt.vector("x", dtype="float64")
         logp = self.logp_graph(self.unravel_graph(x))
         grad = pytensor.grad(logp, x)

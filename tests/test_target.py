@@ -102,3 +102,34 @@ def test_batched_logp_and_grad_graph_matches_the_point_functions(normal_model, m
         expected = target.logp_and_grad(point)
         np.testing.assert_allclose(value, expected[0], rtol=1e-12)
         np.testing.assert_allclose(gradient, expected[1], rtol=1e-10)
+
+
+def test_a_new_model_object_of_the_same_graph_reuses_the_point_functions():
+    """A rebuilt model (same graph, same data) takes the point functions compiled for the first
+    one; other data, or shared data (pm.Data, whose values the functions would hold), compile
+    their own, and each gives its own model's log density."""
+    def build(y, data=False):
+        with pm.Model() as model:
+            mu = pm.Normal("mu", 0.0, 1.0)
+            s = pm.HalfNormal("s", 1.0)
+            pm.Normal("y", mu, s, observed=pm.Data("y_data", y) if data else y)
+        return model
+
+    y = np.array([0.3, -0.2, 1.1])
+    first, again = pmt.Target(build(y)), pmt.Target(build(y))
+    other = pmt.Target(build(y + 1.0))
+    x = np.array([0.1, -0.3])
+    assert again._compiled is first._compiled
+    assert other._compiled is not first._compiled
+    assert other.logp(x) != first.logp(x)
+    from scipy import stats
+
+    def exact(data):  # on (mu, log s), with the Jacobian
+        mu, s = x[0], np.exp(x[1])
+        return (stats.norm.logpdf(mu) + stats.halfnorm.logpdf(s) + x[1]
+                + stats.norm.logpdf(data, mu, s).sum())
+
+    np.testing.assert_allclose([first.logp(x), again.logp(x), other.logp(x)],
+                               [exact(y), exact(y), exact(y + 1.0)])
+    shared_a, shared_b = pmt.Target(build(y, data=True)), pmt.Target(build(y, data=True))
+    assert shared_a._compiled is not shared_b._compiled

@@ -41,9 +41,10 @@ import dataclasses
 import hashlib
 import threading
 import warnings
-from collections import OrderedDict
 
 import numpy as np
+
+from pymc_tempering.per_model import PerGraph, graph_key
 
 __all__ = ["CALLBACK_VERSION", "callback_compilations", "clear", "compile_pymc_model"]
 
@@ -87,12 +88,11 @@ def pmt_nutpie_expand(dim, expanded, x_, out_, user_data_):
 """
 
 #: The callbacks compiled or loaded in this process, by key (the most recent 64).
-_CALLBACKS: OrderedDict = OrderedDict()
+_CALLBACKS = PerGraph(64)
 #: The compiled models of this process, by their graph (:func:`_graph_key`; the most recent 16:
 #: each holds its first model's PyTensor functions and shared variables).
-_MODELS: OrderedDict = OrderedDict()
-_SIZES = {id(_CALLBACKS): 64, id(_MODELS): 16}
-_LOCK = threading.Lock()
+_MODELS = PerGraph(16)
+_LOCK = threading.Lock()  # of the counts
 _COUNT = {"compiled": 0, "loaded": 0, "reused": 0, "graphs_reused": 0}
 
 
@@ -107,17 +107,8 @@ def callback_compilations() -> dict[str, int]:
 
 def clear() -> None:
     """Forget what the process keeps (the disk cache is PyTensor's)."""
-    with _LOCK:
-        _CALLBACKS.clear()
-        _MODELS.clear()
-
-
-def _remember(store: OrderedDict, key, value) -> None:
-    with _LOCK:
-        store[key] = value
-        store.move_to_end(key)
-        while len(store) > _SIZES[id(store)]:
-            store.popitem(last=False)
+    _CALLBACKS.clear()
+    _MODELS.clear()
 
 
 def _versions() -> tuple:
@@ -144,12 +135,11 @@ def _callback(kind, src, name, c_sig, key, make_extract, constants):
     import numba
     from pytensor.link.numba.cache import compile_numba_function_src
 
-    with _LOCK:
-        found = _CALLBACKS.get(key)
-        if found is not None:
-            _CALLBACKS.move_to_end(key)
+    found = _CALLBACKS.find(key)
+    if found is not None:
+        with _LOCK:
             _COUNT["reused"] += 1
-            return found
+        return found
     py_func = compile_numba_function_src(
         src, name,
         # an importable module's name: Numba rebuilds the callback's environment from it
@@ -168,7 +158,7 @@ def _callback(kind, src, name, c_sig, key, make_extract, constants):
             compiled = numba.cfunc(c_sig)(py_func)
     with _LOCK:
         _COUNT["loaded" if compiled.cache_hits else "compiled"] += 1
-    _remember(_CALLBACKS, key, compiled)
+    _CALLBACKS.keep(key, compiled)
     return compiled
 
 
@@ -201,25 +191,11 @@ def _shared_data(functions) -> tuple[dict, dict]:
     return shared_data, shared_var_keys
 
 
-def _leaf(var) -> tuple:
-    """What names an input of a graph in its key: a constant by its value, a shared variable or
-    any other input by its name and type (their values are given at run time)."""
-    from pytensor.compile.sharedvalue import SharedVariable
-    from pytensor.graph.basic import Constant
-
-    if isinstance(var, Constant):
-        return ("constant", var.signature())
-    return ("shared" if isinstance(var, SharedVariable) else "input", var.name, var.type)
-
-
 def _graph_key(model, var_names):
-    """The graphs nutpie compiles for ``model`` as a value that two equal graphs share (the same
-    operations, equal by PyTensor's own equality, on the same constants and on inputs of the
-    same names and types), with the shared variables by name; ``None`` where no such value can
-    be formed (an input or output whose shape is not static, a shared variable without a
-    unique name, something unhashable). Meaningful in this process only."""
+    """The graphs nutpie compiles for ``model`` as a value that two equal graphs share
+    (:func:`~pymc_tempering.target.graph_key`), with the shared variables by name; ``None``
+    where an input or output's shape is not static, or no such value can be formed."""
     from pytensor import config
-    from pytensor.graph.traversal import toposort
 
     value_vars = [model.rvs_to_values[rv] for rv in model.free_RVs]
     joined, names = {v.name for v in value_vars}, set(var_names or ())
@@ -230,30 +206,11 @@ def _graph_key(model, var_names):
     outputs = [model.logp(), *value_vars, *remaining]
     if any(None in getattr(v.type, "shape", (None,)) for v in outputs[1:]):
         return None
-    nodes, refs, shared = [], {}, {}
-    for node in toposort(outputs):
-        inputs = []
-        for var in node.inputs:
-            if var.owner is not None:
-                inputs.append(refs[var])
-                continue
-            inputs.append(_leaf(var))
-            if inputs[-1][0] == "shared" and shared.setdefault(var.name, var) is not var:
-                return None  # two shared variables of one name
-        refs.update({out: (len(nodes), i) for i, out in enumerate(node.outputs)})
-        nodes.append((node.op, tuple(inputs)))
-    if None in shared:
-        return None
     settings = (
         tuple(var_names) if var_names is not None else None, model.check_bounds,
         config.numba__fastmath, str(config.mode),
     )
-    key = (tuple(nodes), tuple(refs[o] if o in refs else _leaf(o) for o in outputs), settings)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key, shared
+    return graph_key(outputs, settings)
 
 
 def _initial_point_fn(model):
@@ -308,8 +265,7 @@ def compile_pymc_model(model, *, var_names=None):
     coordinates; another finds the callbacks in the process or on disk."""
     graph = _graph_key(model, var_names)
     if graph is not None:
-        with _LOCK:
-            found = _MODELS.get(graph[0])
+        found = _MODELS.find(graph[0])
         if found is not None and (reused := _for_model(found, model, graph[1])) is not None:
             with _LOCK:
                 _COUNT["reused"] += 2
@@ -317,7 +273,7 @@ def compile_pymc_model(model, *, var_names=None):
             return reused
     compiled = _compile(model, var_names=var_names)
     if graph is not None:
-        _remember(_MODELS, graph[0], compiled)
+        _MODELS.keep(graph[0], compiled)
     return compiled
 
 
