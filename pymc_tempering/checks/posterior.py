@@ -16,6 +16,7 @@ import pandas as pd
 from xarray import DataTree
 
 from pymc_tempering.checks.diagnosis import diagnose
+from pymc_tempering.checks.run import Run
 from pymc_tempering.results import check_result, strata_problems, strata_table
 from pymc_tempering.summaries import weighted_summary
 
@@ -95,8 +96,7 @@ def posterior_check(idata: DataTree) -> PosteriorCheck:
             )
     # the modes' masses by importance sampling, each described by its own draws: mass about an
     # optimum that the chains missed or under-visited is in the summaries
-    stratified = (table is not None and table.attrs["method"] == "importance sampling"
-                  and "mode_draws" in idata.children)
+    stratified = Run(idata).stratified
     failed = [(c, f) for c, f in diagnose(idata).failed()
               if c.posterior and not (stratified and c.answered_by_strata)]
     # each failed check says its own problem; one told by another's (mass about an optimum,

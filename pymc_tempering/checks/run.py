@@ -147,6 +147,15 @@ class Run:
 
     # -- what several checks need ---------------------------------------------------------------
     @property
+    def stratified(self) -> bool:
+        """Whether the modes' masses were importance-sampled, each region with draws of its
+        own (``mode_probabilities`` found by importance sampling, and ``mode_draws``): the
+        summaries then hold each region's mass however rarely the chains reached it."""
+        children = self.idata.children
+        return ("mode_draws" in children and "mode_probabilities" in children
+                and self.idata["mode_probabilities"].attrs.get("method") == "importance sampling")
+
+    @property
     def tempered(self) -> bool:
         """Whether the run bridges a base and the target with weights towards both ends
         (continuous tempering: the base-moment, mode and chain-agreement checks)."""
