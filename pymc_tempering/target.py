@@ -438,10 +438,7 @@ class Target:
 
     def unravel(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """Split a flat vector into a dict of unconstrained values."""
-        x = np.asarray(x, dtype=float)
-        if x.shape != (self.ndim,):
-            raise ValueError(f"Expected a flat vector of length {self.ndim}, got shape {x.shape}.")
-        return DictToArrayBijection.rmap(RaveledVars(x, self._point_map_info))
+        return DictToArrayBijection.rmap(RaveledVars(self._point(x), self._point_map_info))
 
     @cached_property
     @phase("compile")

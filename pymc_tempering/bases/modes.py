@@ -308,21 +308,17 @@ def discover_optima(target: Target, x, modes: Modes, random_seed=None) -> Modes:
         if not np.any(share >= MIN_FOUND_SHARE):
             break
         # the search's own hits: these runs do not count (see above)
-        found = _joined(found, _subset(added, share >= MIN_FOUND_SHARE))
+        found = _joined(found, added, share >= MIN_FOUND_SHARE)
     return found
 
 
-def _subset(modes: Modes, keep) -> Modes:
-    """The optima of ``modes`` where ``keep`` (bool) holds."""
-    return Modes(points=modes.points[keep], log_density=modes.log_density[keep],
-                 log_mass=modes.log_mass[keep], cov=modes.cov[keep], hits=modes.hits[keep])
-
-
-def _joined(a: Modes, b: Modes) -> Modes:
-    """The optima of ``a`` and ``b`` together, by decreasing log density."""
-    order = np.argsort(-np.r_[a.log_density, b.log_density], kind="stable")
-    return Modes(*(np.concatenate([getattr(a, f), getattr(b, f)])[order]
-                   for f in ("points", "log_density", "log_mass", "cov", "hits")))
+def _joined(a: Modes, b: Modes, keep) -> Modes:
+    """The optima of ``a`` and those of ``b`` where ``keep`` (bool) holds, by decreasing log
+    density."""
+    both = {f: np.concatenate([getattr(a, f), getattr(b, f)[keep]])
+            for f in ("points", "log_density", "log_mass", "cov", "hits")}
+    order = np.argsort(-both["log_density"], kind="stable")
+    return Modes(**{f: v[order] for f, v in both.items()})
 
 
 def modes_from_result(result, known: Modes | None = None) -> Modes | None:
