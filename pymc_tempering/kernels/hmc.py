@@ -38,6 +38,7 @@ __all__ = [
     "tempered_grad",
     "draw_momentum",
     "jittered",
+    "select",
     "HMCParams",
     "step",
     "adapt_log_step_size",
@@ -79,16 +80,18 @@ class TemperedState:
 
 
 def whitened_density(
-    target: Target, base: Base, random_seed=None
+    target: Target, base: Base, random_seed=None, logp_and_grad=None
 ) -> Callable[[np.ndarray], TemperedState]:
     """The function ``z (n, ndim) -> TemperedState`` for a target and a Gaussian base.
 
     The target's log density and gradient come from :meth:`Target.batched_logp_and_grad
     <pymc_tempering.target.Target.batched_logp_and_grad>` (``random_seed`` seeds its
-    minibatches, if any). Non-finite target log densities become ``-inf`` (with zero gradient),
-    so a move into a region where the model is undefined is rejected.
+    minibatches, if any), or from ``logp_and_grad`` where it is given (one compiled before).
+    Non-finite target log densities become ``-inf`` (with zero gradient), so a move into a
+    region where the model is undefined is rejected.
     """
-    logp_and_grad = target.batched_logp_and_grad(random_seed)
+    if logp_and_grad is None:
+        logp_and_grad = target.batched_logp_and_grad(random_seed)
     scale = base.scale_tril
     const = -float(np.sum(np.log(np.diag(scale)))) - 0.5 * base.ndim * np.log(2.0 * np.pi)
 
@@ -151,7 +154,7 @@ def _leapfrog(state, p, beta, eps, n_leapfrog, evaluate):
     return state, p
 
 
-def _select(accept: np.ndarray, new: TemperedState, old: TemperedState) -> TemperedState:
+def select(accept: np.ndarray, new: TemperedState, old: TemperedState) -> TemperedState:
     """Per chain, ``new`` where ``accept`` else ``old``."""
     keep = accept[:, None]
     return TemperedState(
@@ -219,7 +222,7 @@ def step(
         energy_error = np.where(np.isnan(h1 - h0), np.inf, h1 - h0)
         log_accept = np.minimum(0.0, -energy_error)
     accept = np.log(rng.random(n)) < log_accept
-    chosen = _select(accept, new, state)
+    chosen = select(accept, new, state)
     info = Info(
         acceptance_rate=np.exp(log_accept),
         diverging=~np.isfinite(h1) | (energy_error > MAX_ENERGY_ERROR),

@@ -25,50 +25,10 @@ from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence, StepMethodState
 from pytensor.graph.replace import graph_replace
 
+from pymc_tempering.kernels.continuous import truncated_exponential_inverse_cdf
 from pymc_tempering.results import INVERSE_TEMPERATURE
 
 __all__ = ["GibbsInverseTemperature", "truncated_exponential_inverse_cdf"]
-
-_SERIES_BELOW = 1e-10  # |Delta| below which the inverse CDF is the first-order series in Delta
-
-
-def truncated_exponential_inverse_cdf(delta, u) -> np.ndarray:
-    """Inverse CDF of the density ``Delta exp(-beta Delta) / (1 - exp(-Delta))`` on ``[0, 1]``.
-
-    This is eq. (17) of the CT paper, the conditional of the inverse temperature given ``x``.
-    With ``a = |Delta|`` and ``t`` the truncated exponential of rate ``a``,
-    ``t(u) = -log1p(u expm1(-a)) / a`` and ``beta = t(u)`` for ``Delta > 0``,
-    ``beta = 1 - t(1 - u)`` for ``Delta < 0`` (the density is mirrored), so nothing overflows for
-    any size of ``Delta`` and ``beta`` increases with ``u``. For
-    ``a < 1e-10`` the first-order series ``t = u - a u (1 - u) / 2`` keeps full accuracy
-    (``Delta = 0`` gives the uniform distribution). ``Delta = +inf`` gives 0, ``-inf`` gives 1.
-
-    Parameters
-    ----------
-    delta : array_like
-        ``Delta(x) = log zeta + log q(x) - log p(x)``.
-    u : array_like
-        Uniform variates in ``[0, 1)``, broadcast against ``delta``.
-
-    Returns
-    -------
-    ndarray
-        Draws of ``beta`` in ``[0, 1]``.
-    """
-    d = np.asarray(delta, dtype=float)
-    u = np.asarray(u, dtype=float)
-    d, u = np.broadcast_arrays(d, u)
-    a = np.abs(d)
-    u = np.where(d < 0, 1.0 - u, u)  # mirrored: beta = 1 - t(1 - u) keeps beta increasing in u
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        general = -np.log1p(u * np.expm1(-a)) / a
-        series = u - a * u * (1.0 - u) / 2.0
-    t = np.where(a < _SERIES_BELOW, series, general)
-    t = np.where(np.isinf(a), 0.0, t)
-    t = np.clip(t, 0.0, 1.0)
-    beta = np.where(d < 0, 1.0 - t, t)
-    return np.where(np.isnan(d), np.nan, beta)
-
 
 class GibbsInverseTemperature(ArrayStepShared):
     """Draw the inverse temperature exactly from its conditional given the other variables.
