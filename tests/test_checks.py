@@ -210,3 +210,62 @@ def test_mass_about_an_optimum_fails_the_evidence_of_a_stratified_run_too():
         run = SimpleNamespace(cache={}, coverage=coverage, log_z=0.0, log_z_se=0.005,
                               stratified=stratified)
         assert not registry._mass_beyond_draws(run).ok
+
+
+def _many_chains(shift: float, chains: int, rng) -> DataTree:
+    """A tempered result of ``chains`` chains whose Delta(x) is N(0, 1) per draw, with
+    ``shift`` added in the second half of the chains (a mode only they reach); its mode
+    search far from complete (32 runs, each at its own optimum)."""
+    from pymc_tempering.estimators import ct_log_weights
+
+    delta = rng.normal(size=(chains, 300))
+    delta[chains // 2:] += shift
+    log_w0, log_w1 = ct_log_weights(delta)
+    base = _tempered(False, rng)["base"].to_dataset()
+    k = 32
+    base = base.assign(mode_point=(("mode", "flat"), rng.normal(size=(k, 1))),
+                       mode_log_density=("mode", np.zeros(k)), mode_log_mass=("mode", np.zeros(k)),
+                       mode_hits=("mode", np.ones(k, dtype=int)),
+                       mode_variance=(("mode", "flat"), np.ones((k, 1))))
+    return DataTree.from_dict({
+        "/posterior": xr.Dataset({
+            "u": (("chain", "draw"), rng.normal(size=delta.shape)),
+            "inverse_temperature": (("chain", "draw"), rng.uniform(size=delta.shape))}),
+        "/sample_stats": xr.Dataset({"log_weight": (("chain", "draw"), log_w1),
+                                     "log_base_weight": (("chain", "draw"), log_w0)}),
+        "/base": base,
+    })
+
+
+@pytest.mark.parametrize("shift, chains, expected", [(0.0, 64, True), (1.0, 64, False),
+                                                      (0.0, 16, False)])
+def test_agreeing_batches_of_many_chains_stand_in_for_an_incomplete_mode_search(
+        shift, chains, expected):
+    """``calibrated``: at least 32 chains whose 8 batches agree on log Z. It answers
+    ``unseen_optima`` (a mode search where every run found its own optimum) and
+    ``min_end_to_end_passages``; a mode half the chains reach splits the batches."""
+    from pymc_tempering.checks import Run, calibrated
+
+    rng = np.random.default_rng(seed(31))
+    tree = _many_chains(shift, chains, rng)
+    tree.attrs = {"method": "continuous_tempering", "log_marginal_likelihood": 0.0,
+                  "log_marginal_likelihood_se": 0.01}
+    assert calibrated(Run(tree)) == expected
+    checks = diagnose(tree).checks
+    assert checks.loc["unseen_optima", "ok"] == expected
+    assert checks.loc["chains_log_z_chi2_p", "ok"] == (shift == 0.0)
+
+
+def test_a_path_of_agreeing_batches_is_reported_where_the_regions_disagree():
+    """With many chains whose batches agree, the path's estimate is the one reported when the
+    regions' disagrees (regions around a few of thousands of optima miss mass); the check
+    path_regions_agreement still fails."""
+    from types import SimpleNamespace
+
+    from pymc_tempering.extended.tempered import evidence_from_regions
+
+    strata = SimpleNamespace(method="importance sampling", log_mass=np.log([0.5, 0.5]),
+                             log_mass_se=np.array([0.02, 0.02]))
+    lml = (1.4, 0.2, np.zeros(64))
+    reported, attrs = evidence_from_regions(lml, strata, trust_path=True)
+    assert reported == lml and attrs["log_marginal_likelihood_regions"] == pytest.approx(0.0)

@@ -5,6 +5,8 @@
   (:class:`Mend`);
 - :mod:`~pymc_tempering.checks.run`: a result as the checks read it (:class:`Run`: each group
   through its one typed reader, read once);
+- :mod:`~pymc_tempering.checks.calibration`: whether a run's independent parts agree
+  (:func:`calibrated`: batches of chains, and the two estimators of log Z);
 - :mod:`~pymc_tempering.checks.registry`: every check's judge and record (:data:`CHECKS`),
   and the lists of names derived from them;
 - :mod:`~pymc_tempering.checks.diagnosis`: :func:`diagnose`, which runs the records that apply;
@@ -15,6 +17,7 @@ The extension policy of continuous tempering (:mod:`pymc_tempering.extended.roun
 each failed record's mend.
 """
 
+from pymc_tempering.checks.calibration import CALIBRATION_CHAINS, calibrated
 from pymc_tempering.checks.diagnosis import Diagnosis, diagnose
 from pymc_tempering.checks.posterior import (
     MAX_MODE_SE,
@@ -26,6 +29,7 @@ from pymc_tempering.checks.record import Check, Finding, Mend
 from pymc_tempering.checks.registry import (
     CHECKS,
     MISSED_MASS_LIMIT,
+    UNSEEN_OPTIMA_LIMIT,
     NOT_REFIT,
     POSTERIOR_CHECKS,
     check,
@@ -36,6 +40,7 @@ from pymc_tempering.checks.registry import (
 from pymc_tempering.checks.run import Run
 
 __all__ = [
+    "CALIBRATION_CHAINS",
     "CHECKS",
     "Check",
     "Diagnosis",
@@ -48,6 +53,8 @@ __all__ = [
     "POSTERIOR_CHECKS",
     "PosteriorCheck",
     "Run",
+    "UNSEEN_OPTIMA_LIMIT",
+    "calibrated",
     "check",
     "diagnose",
     "missed_modes",

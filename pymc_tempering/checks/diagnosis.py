@@ -110,7 +110,8 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
     - ``beta_near_0``, ``beta_near_1``: fraction of draws with the inverse temperature within
       ``near`` of 0 and of 1; a problem when one end is never visited (the base or the target
       is not reached, so eq. 20 has nothing to compare).
-    - ``min_end_to_end_passages``: fewest passages between the two ends in any chain.
+    - ``min_end_to_end_passages``: fewest passages between the two ends in any chain; a chain
+      without one is no problem in a calibrated run.
     - ``divergences``: NUTS transitions that diverged after tuning (``sample_stats.diverging``);
       a problem when there is any, as in PyMC: missing mass biases the log marginal
       likelihood low while its standard error stays small. Divergences that all ended beyond
@@ -125,7 +126,9 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
       standard errors; a problem above the Bonferroni limit for a family-wise rate of 0.001.
     - ``unseen_optima``: with the optima of the base's mode search (the ``base`` group), the
       share of the search's converged runs whose optimum no other run reached: the
-      Good-Turing chance that another run finds an optimum not found yet; a problem above 0.5.
+      Good-Turing chance that another run finds an optimum not found yet; a problem above 0.5,
+      unless the run is :func:`~pymc_tempering.checks.calibrated` (at least 32 chains whose 8
+      batches agree on log Z, and its path and regions agreeing).
     - ``missed_mode_mass``: the share of the optima's Laplace mass that the weighted draws
       never came near (each draw counted at its nearest optimum; an optimum is missed when at
       least 10 effective draws were due there and under a tenth of that came); a problem from
@@ -147,7 +150,8 @@ def diagnose(idata: DataTree, near: float = 0.1) -> Diagnosis:
       mass from the profile (root attr ``funnel_correction``), so this problem is then one of
       the draws alone.
     - ``chains_log_z_chi2_p``: the p-value of the per-chain log Z estimates agreeing within
-      their standard errors (chi-square with chains - 1 degrees of freedom); a problem below
+      their standard errors (chi-square with chains - 1 degrees of freedom); from 32 chains on,
+      of 8 batches of chains, each batch's error from its chains' spread; a problem below
       0.001.
 
     Parameters

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
+from pymc_tempering.checks.calibration import FAMILY_P, calibrated, chains_agreement_p
 from pymc_tempering.checks.record import Check, Finding, Mend
 from pymc_tempering.checks.run import Run
 from pymc_tempering.coverage import BEYOND_LIMIT
@@ -23,7 +24,6 @@ from pymc_tempering.estimators import (
     KHAT_LIMIT,
     beyond_edge,
     kish_ess,
-    log_ratio_of_means,
     psis_khat,
     unseen_share,
     weighted_mean,
@@ -53,7 +53,6 @@ FUNNEL_Z = 2.5
 # Good-Turing chance that a new run of the base's mode search finds an optimum not found yet
 # (Modes.unseen) above which the search is too incomplete to vouch for the estimate
 UNSEEN_OPTIMA_LIMIT = 0.5
-FAMILY_P = 1e-3  # family-wise false-alarm rate of the z-score and chi-square checks
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,6 +260,9 @@ def _beta_near_1(run: Run) -> Finding:
 def _passages(run: Run) -> Finding:
     low, high, trips = _ends(run)
     problem = None
+    if trips == 0 and calibrated(run):  # independent batches agree: they are views enough
+        return Finding(trips, "> 0 or calibrated", True, "fewest passages between the two "
+                       "ends of beta in one chain; the run's batches agree (calibrated)", None)
     if low > 0 and high > 0 and trips == 0:
         problem = (
             "A chain never moved between the base and the target ends of beta: it mixes "
@@ -387,20 +389,8 @@ def _base_moments(run: Run) -> Finding:
                    "eq. (22): base mean and variance from beta->0 weighted draws, in MCSE", problem)
 
 
-def _chain_agreement_p(lw1: np.ndarray, lw0: np.ndarray) -> float:
-    est, se = np.array([log_ratio_of_means(a, b) for a, b in zip(lw1, lw0, strict=True)]).T
-    if np.ptp(est) <= 1e-9 * (1.0 + np.max(np.abs(est))):  # agree to rounding (an exact base)
-        return 1.0
-    if np.any(~(se > 0)):
-        return float("nan")
-    w = 1 / se**2
-    pooled = np.sum(w * est) / np.sum(w)
-    chi2 = float(np.sum(w * (est - pooled) ** 2))
-    return float(stats.chi2.sf(chi2, df=len(est) - 1))
-
-
 def _chain_agreement(run: Run) -> Finding:
-    p = _chain_agreement_p(run.log_weight, run.log_base_weight)
+    p = chains_agreement_p(run)
     problem = None
     if p < FAMILY_P:
         problem = (
@@ -461,6 +451,10 @@ def _unseen_optima(run: Run) -> Finding:
     hits = run.base.optima.hits
     unseen = unseen_share(hits)
     problem = None
+    if unseen > UNSEEN_OPTIMA_LIMIT and calibrated(run):
+        return Finding(unseen, f"<= {UNSEEN_OPTIMA_LIMIT} or calibrated", True,
+                       "Good-Turing chance that another run of the base's mode search finds a "
+                       "new optimum; the run's chains and estimators agree (calibrated)", None)
     if unseen > UNSEEN_OPTIMA_LIMIT:
         problem = (
             f"The base's mode search is far from complete: {int(np.sum(hits == 1))} of its "
@@ -472,8 +466,9 @@ def _unseen_optima(run: Run) -> Finding:
             "may be too low (measured on 22-unit Boltzmann machine relaxations, whose "
             "searches reached a new maximum with 29 to 32 of their 32 runs: runs passing "
             "every other check came out 0.47 to 1.3 nats, 4.9 to 17.4 standard errors, "
-            "low). Treat it as a lower bound, or check it with an independent method "
-            "(pmt.sample_ais, pmt.sample_simulated_tempering)."
+            "low). Treat it as a lower bound, check it with an independent method "
+            "(pmt.sample_ais, pmt.sample_simulated_tempering), or run many chains "
+            "(sample_ct's batched_chains), whose agreeing batches stand in for the search."
         )
     return Finding(unseen, f"<= {UNSEEN_OPTIMA_LIMIT}", unseen <= UNSEEN_OPTIMA_LIMIT,
                    "Good-Turing chance that another run of the base's mode search finds a new "

@@ -21,6 +21,7 @@ from scipy.special import expit, logsumexp
 
 from pymc_tempering.bases import Base, check_base, discover_optima, gaussian_logp_graph
 from pymc_tempering.bases.densities import ELEMENTWISE_MAX_DIM
+from pymc_tempering.checks.calibration import path_vouched
 from pymc_tempering.contract import split_seed
 from pymc_tempering.coverage import COVERAGE, coverage_group, mass_beyond_draws
 from pymc_tempering.estimators import (
@@ -194,12 +195,12 @@ def ct_result(
     hot = temperature[INVERSE_TEMPERATURE] > HOT
     strata = stratify_by_modes(target, x, log_w1, hot, base.modes, random_seed)
     if strata is not None:
-        log_w1 = strata.log_weight
+        log_w1_path, log_w1 = log_w1, strata.log_weight
         groups["mode_probabilities"] = strata_group(strata)
         if strata.mode_draws is not None:
             groups["mode_draws"] = mode_draws_group(target, strata.mode_draws)
         stats_["mode_region"] = strata.region
-        lml, estimators = evidence_from_regions(lml, strata)
+        lml, estimators = evidence_from_regions(lml, strata, path_vouched(log_w1_path, log_w0))
         attrs = {**attrs, **estimators}
     # mass at scales the base never reached (a spike's slab), against the final weights
     beyond = mass_beyond_draws(target, x, log_w1, lml[0], base, random_seed)
@@ -218,7 +219,7 @@ def ct_result(
     )
 
 
-def evidence_from_regions(lml, strata) -> tuple[tuple, dict]:
+def evidence_from_regions(lml, strata, trust_path: bool = False) -> tuple[tuple, dict]:
     """The run's log Z from its path (eq. 20) and from its regions' masses, combined.
 
     Where every region's mass is importance-sampled (``strata.method``), the masses of the
@@ -231,7 +232,12 @@ def evidence_from_regions(lml, strata) -> tuple[tuple, dict]:
     Where they disagree, the regions' estimate is reported: its error is that of independent
     importance sampling, whose tails the stratification checks (Pareto k-hat), where the
     path's is a Markov chain's over few passages between the ends of beta, which a base far
-    wider than the modes makes rare. Measured: on the sign flip with 1000 observations in
+    wider than the modes makes rare; unless ``trust_path``: the path comes from many
+    independent chains whose batches agree
+    (:func:`~pymc_tempering.checks.calibration.path_vouched`), and its error is then their
+    spread, where regions cut around a few of thousands of optima miss mass (on a 22-unit
+    Boltzmann machine relaxation, 128 batched chains gave 112.745 ± 0.062 by the path and
+    111.603 ± 0.099 by the regions, against the exact 112.779). Measured: on the sign flip with 1000 observations in
     other units (modes of sd 0.015 at +-1.09, the base's sd 1.1) the path gave -6006.69 +-
     0.27 and the regions -6008.344 +- 0.002 against quadrature's -6008.341; on a normal
     mixture with free component scales the path was 1.15 nats high, 4.7 of its standard
@@ -259,7 +265,7 @@ def evidence_from_regions(lml, strata) -> tuple[tuple, dict]:
         "log_marginal_likelihood_regions_se": float(se),
     }
     if abs(log_z - path) > AGREEMENT_Z * float(np.hypot(se, path_se)):
-        return (log_z, se, per_chain), attrs
+        return (lml if trust_path else (log_z, se, per_chain)), attrs
     return (*combine_estimates(path, path_se, log_z, se), per_chain), attrs
 
 
