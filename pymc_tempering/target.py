@@ -288,7 +288,7 @@ class Target:
         op, shared = self._batched_op
         return tuple(op(xs, *shared))
 
-    def compile_batched(self, build, random_seed=None):
+    def compile_batched(self, build, random_seed=None, mode=None):
         """Compile ``build`` over a batch of flat points, with seeded minibatches.
 
         ``build(x, values)`` returns a list of graphs at one symbolic flat point ``x`` (with
@@ -299,7 +299,9 @@ class Target:
         generator in the graphs is replaced by a fresh copy seeded by ``random_seed``.
         Compiling and running never touches the user's model, and the same seed draws the same
         minibatches (one minibatch per call, shared by the ``n`` points).
-        ``pm.compile`` turns parameter checks (``sigma > 0``) into ``-inf`` instead of raising.
+        ``pm.compile`` turns parameter checks (``sigma > 0``) into ``-inf`` instead of raising;
+        ``mode`` is its PyTensor mode (``"JAX"`` runs on JAX's default device, a GPU where JAX
+        has one; None: PyTensor's default).
         """
         x = pt.vector("x", dtype="float64")
         outputs = build(x, self.unravel_graph(x))
@@ -335,7 +337,7 @@ class Target:
         outputs = _data_as_shared(outputs)
         # random_seed=False: pm.compile must not reseed the copies with fresh entropy
         with phase("compile"):
-            fn = pm.compile(inputs, outputs, random_seed=False)
+            fn = pm.compile(inputs, outputs, random_seed=False, mode=mode)
 
         def call(points: np.ndarray) -> list[np.ndarray]:
             index = [
@@ -346,12 +348,12 @@ class Target:
 
         return call
 
-    def batched_logp_and_grad(self, random_seed=None, prior: bool = False):
+    def batched_logp_and_grad(self, random_seed=None, prior: bool = False, mode=None):
         """``xs (n, ndim) -> (logp (n,), grad (n, ndim))``, compiled once per call of this.
 
         The one batched log density and gradient every driver uses (see
-        :meth:`compile_batched` for minibatches and seeding); with ``prior``, the prior's
-        (:meth:`prior_logp_graph`).
+        :meth:`compile_batched` for minibatches, seeding and ``mode``); with ``prior``, the
+        prior's (:meth:`prior_logp_graph`).
         """
 
         def build(x, values):
@@ -359,7 +361,7 @@ class Target:
             # a prior of flat variables alone does not depend on x
             return [logp, pytensor.grad(logp, x, disconnected_inputs="ignore")]
 
-        fn = self.compile_batched(build, random_seed)
+        fn = self.compile_batched(build, random_seed, mode)
 
         def logp_and_grad(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             logp, grad = fn(points)

@@ -74,6 +74,12 @@ class ExtendedSampling:
     data : callable, optional
         ``data(state) -> dict``: the values of the extended model's run-data variables
         (:func:`~pymc_tempering.extended.compiled.run_data`) for the state.
+    sample : callable, optional
+        ``sample(state, draws, tune, seed, target_accept) -> DataTree``: a sampler of the
+        extended density of its own, in place of :func:`pymc.sample` on the extended model
+        (which is then neither built nor compiled), returning what :func:`pymc.sample` would
+        (continuous tempering's batched chains:
+        :func:`~pymc_tempering.driver.tempered_chains.sample_tempered_chains`).
     """
 
     method: str
@@ -88,6 +94,7 @@ class ExtendedSampling:
     model: pm.Model | None = None
     key: Callable[[Any], Hashable | None] = lambda state: None
     data: Callable[[Any], dict] = lambda state: {}
+    sample: Callable[..., DataTree] | None = None
 
 
 def run_extended(
@@ -115,6 +122,11 @@ def run_extended(
         ``tune``. No warning is given here: :func:`~pymc_tempering.report.warn_weighted` gives
         them once, for the method's last run.
     """
+    attrs = {**sampling.attrs, "draws": int(draws), "tune": int(tune)}
+    if sampling.sample is not None:
+        sampled = sampling.sample(state, draws, tune, seed, target_accept)
+        with phase("weights"):
+            return sampling.weigh(sampled, state, attrs, seed)
     key = sampling.key(state) if sampling.model is not None else None
     extended = extended_model(sampling.model, key, lambda: sampling.build(state))
     kwargs = dict(sampling.sample_kwargs)
@@ -132,6 +144,5 @@ def run_extended(
             nuts_sampler=sampling.nuts_sampler, progressbar=sampling.progressbar, step=step,
             kwargs=kwargs,
         )
-    attrs = {**sampling.attrs, "draws": int(draws), "tune": int(tune)}
     with phase("weights"):
         return sampling.weigh(sampled, state, attrs, seed)

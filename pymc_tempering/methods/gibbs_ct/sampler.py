@@ -20,6 +20,11 @@ from pymc_tempering.contract import (
     reproducible,
     seed_attrs,
 )
+from pymc_tempering.driver.tempered_chains import (
+    batched_chain_count,
+    batched_sampling,
+    check_batched_chains,
+)
 from pymc_tempering.extended.rounds import BootstrapPolicy, run_with_bootstrap
 from pymc_tempering.extended.tempered import tempered_model, tempering_sampling
 from pymc_tempering.methods.gibbs_ct.step import GibbsInverseTemperature
@@ -87,6 +92,7 @@ def sample_gibbs_ct(
     max_time: float | None = None,
     nuts_sampler: str | None = None,
     x_step: str = "nuts",
+    batched_chains: int | None = None,
     **sample_kwargs,
 ):
     """Sample a model by Gibbs continuous tempering: exact draws of beta | x, NUTS on x | beta.
@@ -123,6 +129,11 @@ def sample_gibbs_ct(
         Taken from the context when omitted; it is not modified.
     x_step : {"nuts", "hmc"}
         PyMC's step method for ``x`` given ``beta``.
+    batched_chains : int, optional
+        As in :func:`~pymc_tempering.sample_ct`: chains of Gibbs continuous tempering batched
+        through one compiled density (HMC on ``x`` given each chain's ``beta``, then the exact
+        draw of ``beta``), chosen by default where the base's mode search is far from
+        complete; ``x_step`` is then not used.
     **sample_kwargs
         Passed to :func:`pymc.sample` (``cores``, ...); not ``step``.
 
@@ -159,7 +170,10 @@ def sample_gibbs_ct(
         bootstrap, bootstrap_draws, target_accept, max_extensions, target_se, max_time
     )
     pm_sample_kwargs("pymc", sample_kwargs)  # refused here, if at all, not after the base fit
+    batched_chains = check_batched_chains(batched_chains, nuts_sampler, sample_kwargs)
     target, base, log_zeta, seed = prepare_base(model, base, log_zeta, random_seed, progressbar)
+    batched = batched_chain_count(target, base, batched_chains,
+                                  nuts_sampler is not None or bool(sample_kwargs))
     x_cls = pm.NUTS if x_step == "nuts" else pm.HamiltonianMC
 
     def steps(gibbs_model, target_accept):
@@ -171,13 +185,16 @@ def sample_gibbs_ct(
         target,
         gibbs_tempered_model,
         method="gibbs_continuous_tempering",
-        chains=chains,
+        chains=batched or chains,
         nuts_sampler="pymc",
         progressbar=progressbar,
         sample_kwargs=sample_kwargs,
         attrs={
-            "nuts_sampler": "pymc", "x_step": x_step, "chains": chains, **seed_attrs(random_seed)
+            "nuts_sampler": "batched" if batched else "pymc",
+            "x_step": "batched hmc" if batched else x_step, "chains": batched or chains,
+            **seed_attrs(random_seed),
         },
         steps=steps,
+        sample=batched_sampling(target, "gibbs", batched, progressbar) if batched else None,
     )
     return run_with_bootstrap(sampling, target, base, log_zeta, seed, draws, tune, policy, start)

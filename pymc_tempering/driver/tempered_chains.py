@@ -1,0 +1,265 @@
+"""Continuously tempered chains batched through one compiled density: the batched path of
+joint and Gibbs continuous tempering.
+
+PyMC's NUTS (nutpie, PyMC's own) runs a handful of chains, each calling the model's log density
+at one point at a time. Here hundreds of chains move together through the one driver loop
+(:func:`~pymc_tempering.driver.run_kernel`), every leapfrog step one vectorised call of the
+model's log density and gradient on all of them (:meth:`Target.batched_logp_and_grad
+<pymc_tempering.target.Target.batched_logp_and_grad>`, as AIS's runs make), with the kernels of
+:mod:`pymc_tempering.kernels.continuous`: fixed-length HMC in the base's whitened coordinates
+(the base's covariance as inverse mass matrix) and, for Gibbs continuous tempering, the exact
+draw of ``beta`` given ``x``. The warm-up is shared: one step size for all chains, adapted from
+their mean acceptance (a per-chain adaptation would let a chain's step size follow its own
+temperature and mode).
+
+:func:`sample_tempered_chains` returns what :func:`pymc.sample` returns for the continuously
+tempered model (the value variables under their value names and the temperature variable in
+the posterior; ``diverging``, ``acceptance_rate``, ``step_size`` and ``lp`` in
+``sample_stats``), so the one weighing of continuous tempering
+(:func:`~pymc_tempering.extended.tempered.ct_result`) weighs both paths' draws. Written by hand
+because no sampler that PyMC drives batches chains through one NumPy-level density call (JAX's
+``vmap`` does, on the JAX backend).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from typing import NamedTuple
+
+import numpy as np
+import xarray as xr
+from xarray import DataTree
+
+from pymc_tempering.bases import Base
+from pymc_tempering.checks import UNSEEN_OPTIMA_LIMIT
+from pymc_tempering.driver.loop import run_kernel
+from pymc_tempering.kernels import hmc
+from pymc_tempering.kernels.continuous import (
+    JointState,
+    TemperingParams,
+    gibbs_init,
+    gibbs_step,
+    joint_init,
+    joint_step,
+)
+from pymc_tempering.per_model import PerModel
+from pymc_tempering.results import INVERSE_TEMPERATURE, TEMPERATURE_CONTROL
+from pymc_tempering.target import Target
+
+__all__ = [
+    "KINDS",
+    "BATCH_CHAINS",
+    "BATCH_MAX_DIM",
+    "BATCH_TUNE",
+    "JAX_MIN_CHAINS",
+    "compile_mode",
+    "batched_chain_count",
+    "check_batched_chains",
+    "batched_sampling",
+    "sample_tempered_chains",
+]
+
+KINDS = ("gibbs", "joint")
+#: Chains of the batched path where :func:`batched_chain_count` chooses it.
+BATCH_CHAINS = 128
+#: The most warm-up iterations of a run of batched chains: the warm-up adapts one step size,
+#: and each chain starts from a draw of the base, already near equilibrium at beta = 0
+#: (measured on 22-unit Boltzmann machine relaxations: 100, 250 and 1000 iterations gave
+#: the same errors; none gave errors of 4 nats, the initial step size being far off).
+BATCH_TUNE = 250
+#: Parameters above which the batched path is not chosen by default: its draws are kept for
+#: every chain (chains x draws x parameters), and fixed-length HMC in the base's coordinates
+#: has no per-parameter adaptation.
+BATCH_MAX_DIM = 100
+#: Chains from which the batched density is compiled for JAX where it is installed: on two
+#: CPU cores JAX's vectorised call and PyTensor's default (numba) cost the same at 128 chains,
+#: and JAX's is 4.9 times faster at 1024 (a 22-unit Boltzmann machine relaxation); on a GPU,
+#: JAX's default device, the same path runs there unchanged.
+JAX_MIN_CHAINS = 512
+_COMPILED = PerModel()
+
+
+def compile_mode(chains: int) -> str | None:
+    """The PyTensor mode of the batched density for ``chains`` chains: ``"JAX"`` from
+    ``JAX_MIN_CHAINS`` on where JAX is installed, else None (PyTensor's default)."""
+    if chains < JAX_MIN_CHAINS:
+        return None
+    return "JAX" if importlib.util.find_spec("jax") is not None else None
+
+
+class _Params(NamedTuple):
+    kernel: TemperingParams
+    log_step_size: float  # shared by the chains, jittered per chain at each step
+    adaptation: hmc.StepSizeAdaptation
+    target_accept: float
+    tune: int
+
+
+def _stepper(kind: str):
+    kernel_step = gibbs_step if kind == "gibbs" else joint_step
+
+    def step(state, params: _Params, rng):
+        eps = hmc.jittered(np.exp(params.log_step_size), state.position.z.shape[0], rng)
+        return kernel_step(state, params.kernel._replace(step_size=eps), rng)
+
+    return step
+
+
+def _warmup(state, info, params: _Params, iteration: int):
+    """One step size for all chains, from their mean acceptance; its average after warm-up."""
+    adaptation = hmc.step_size_adaptation_update(
+        params.adaptation, np.mean(info.acceptance_rate), params.target_accept, iteration,
+        params.tune,
+    )
+    last = iteration == params.tune - 1
+    log_eps = adaptation.log_step_size_avg if last else adaptation.log_step_size
+    return state, params._replace(log_step_size=float(log_eps), adaptation=adaptation)
+
+
+def _record(state, info) -> dict:
+    out = {
+        "z": state.position.z, "acceptance_rate": info.acceptance_rate,
+        "diverging": info.diverging, "lp": state.position.log_target,
+    }
+    # the joint chains' free variable is the control u, the Gibbs chains' beta itself
+    out["temperature"] = state.u if isinstance(state, JointState) else state.beta
+    return out
+
+
+def _sampled(target: Target, x: np.ndarray, temperature: dict, stats: dict) -> DataTree:
+    """``pm.sample``'s layout for the tempered model's free variables: the value variables
+    under their value names, the temperature variable, and the stats."""
+    chains, draws = x.shape[:2]
+    dims = ("chain", "draw")
+    coords = {"chain": np.arange(chains), "draw": np.arange(draws)}
+    post, start = {}, 0
+    for name, shape, size in zip(target.names, target.shapes, target.sizes, strict=True):
+        value = x[..., start:start + size].reshape(chains, draws, *shape)
+        post[name] = (dims + tuple(f"{name}_dim_{i}" for i in range(len(shape))), value)
+        start += size
+    post.update({name: (dims, value) for name, value in temperature.items()})
+    return DataTree.from_dict({
+        "/posterior": xr.Dataset(post, coords=coords),
+        "/sample_stats": xr.Dataset({k: (dims, v) for k, v in stats.items()}, coords=coords),
+    })
+
+
+def sample_tempered_chains(
+    target: Target, base: Base, log_zeta: float, *, kind: str, draws: int, tune: int,
+    chains: int, seed, n_leapfrog: int = 10, target_accept: float = 0.8,
+    progressbar: bool = True,
+) -> DataTree:
+    """Run ``chains`` continuously tempered chains as one batch; ``pm.sample``'s layout.
+
+    Parameters
+    ----------
+    target : Target
+        The model's flat log density (an exact one: no ``pm.Minibatch``).
+    base : Base
+        The Gaussian base of eq. (16); the chains move in its whitened coordinates and start
+        from its draws.
+    log_zeta : float
+    kind : {"gibbs", "joint"}
+        Gibbs continuous tempering (HMC on ``x`` given ``beta``, an exact draw of ``beta``) or
+        joint (HMC on ``x`` and the temperature control together).
+    draws, tune, chains : int
+        Per chain, as in :func:`pymc.sample`: ``tune`` warm-up iterations (the shared step
+        size's adaptation; discarded) and ``draws`` kept.
+    seed
+        The loop's seed.
+    n_leapfrog : int
+        Leapfrog steps per transition.
+    target_accept : float
+        The chains' mean acceptance rate the warm-up aims for.
+    progressbar : bool
+
+    Returns
+    -------
+    xarray.DataTree
+        ``posterior``: the value variables under their value names and
+        ``inverse_temperature`` (Gibbs) or ``temperature_control`` (joint), shapes
+        ``(chains, draws, ...)``; ``sample_stats``: ``diverging``, ``acceptance_rate``,
+        ``step_size`` and ``lp`` (the model's log density at the draw).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}.")
+    rng = np.random.default_rng(seed)
+    mode = compile_mode(chains)
+    logp_and_grad = _COMPILED.get(target.model, ("batched_logp_and_grad", mode),
+                                  lambda: target.batched_logp_and_grad(mode=mode))
+    evaluate = hmc.whitened_density(target, base, logp_and_grad=logp_and_grad)
+    position = hmc.init(rng.standard_normal((chains, target.ndim)), evaluate)
+    kernel = TemperingParams(float(log_zeta), 1.0, int(n_leapfrog), evaluate)
+    state = gibbs_init(position, kernel, rng) if kind == "gibbs" else joint_init(position, rng)
+    eps0 = 1.0 / target.ndim**0.25
+    params = _Params(kernel, float(np.log(eps0)), hmc.step_size_adaptation_init(eps0),
+                     float(target_accept), int(tune))
+    trace = run_kernel(
+        _stepper(kind), state, params, draws=draws, tune=tune, chains=chains, rng=rng,
+        record=_record, warmup=_warmup if tune > 0 else None,
+        description=f"{kind.capitalize()} CT, {chains} chains", progressbar=progressbar,
+    )
+    out = trace.draws
+    name = INVERSE_TEMPERATURE if kind == "gibbs" else TEMPERATURE_CONTROL
+    stats = {k: out[k] for k in ("diverging", "acceptance_rate", "lp")}
+    stats["step_size"] = np.full((chains, draws), float(np.exp(trace.params.log_step_size)))
+    return _sampled(target, base.unwhiten(out["z"]), {name: out["temperature"]}, stats)
+
+
+def batched_sampling(target: Target, kind: str, chains: int, progressbar: bool = True):
+    """The ``sample`` of an :class:`~pymc_tempering.extended.runner.ExtendedSampling` that runs
+    :func:`sample_tempered_chains`: ``sample(state, draws, tune, seed, target_accept)`` for a
+    state with ``base`` and ``log_zeta`` (a :class:`~pymc_tempering.extended.tempered.Tempering`)."""
+
+    def sample(state, draws, tune, seed, target_accept):
+        return sample_tempered_chains(
+            target, state.base, state.log_zeta, kind=kind, draws=draws, tune=min(tune, BATCH_TUNE),
+            chains=chains, seed=seed, progressbar=progressbar,
+            target_accept=0.8 if target_accept is None else target_accept,
+        )
+
+    return sample
+
+
+def check_batched_chains(batched_chains, nuts_sampler=None, sample_kwargs=None) -> int | None:
+    """``batched_chains`` as a user gave it, checked before any fit: ``None`` or a whole number
+    >= 0, and a positive number only without a ``nuts_sampler`` or :func:`pymc.sample`
+    keywords, which ask for NUTS.
+
+    Raises
+    ------
+    ValueError
+        Otherwise.
+    """
+    if batched_chains is None:
+        return None
+    count = int(batched_chains)
+    if count < 0 or count != batched_chains:
+        raise ValueError(f"batched_chains must be a whole number >= 0, got {batched_chains!r}.")
+    if count and (nuts_sampler is not None or sample_kwargs):
+        raise ValueError("batched_chains runs chains of its own, not PyMC's NUTS: pass either "
+                         "batched_chains or nuts_sampler and pm.sample keywords.")
+    return count
+
+
+def batched_chain_count(target: Target, base: Base, batched_chains: int | None,
+                        asks_nuts: bool = False) -> int:
+    """How many batched chains a continuous tempering call runs; 0: PyMC's NUTS instead.
+
+    ``batched_chains`` as :func:`check_batched_chains` passed it: a number is used as it is (0
+    for NUTS); ``None`` chooses ``BATCH_CHAINS`` where the batched path pays, else 0, and 0
+    where the call asks for NUTS (``asks_nuts``: a ``nuts_sampler`` or :func:`pymc.sample`
+    keywords). It pays where the base's mode search is far from complete (the Good-Turing
+    chance that another of its runs finds a new optimum above
+    :data:`~pymc_tempering.checks.UNSEEN_OPTIMA_LIMIT`): there the search cannot vouch for a
+    run, and many independent chains can (:func:`~pymc_tempering.checks.calibrated`). Models
+    of more than ``BATCH_MAX_DIM`` parameters are not batched by default.
+    """
+    if batched_chains is not None:
+        return int(batched_chains)
+    modes = base.modes
+    incomplete = modes is not None and modes.unseen > UNSEEN_OPTIMA_LIMIT
+    if asks_nuts or not incomplete or target.ndim > BATCH_MAX_DIM:
+        return 0
+    return BATCH_CHAINS
