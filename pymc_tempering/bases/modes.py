@@ -254,6 +254,9 @@ N_DISCOVERY_STARTS = 32  # optimisations from a run's draws far from every known
 DISCOVERY_ROUNDS = 3  # rounds of them, each from the draws far from the optima found so far
 FAR_QUANTILE = 0.999  # a draw is far from an optimum beyond this quantile of its Laplace Gaussian
 MIN_FOUND_SHARE = 1e-3  # Laplace share of the mass below which a found optimum is left out
+# draws a discovery looks among for its starts; a run with more (many batched chains) is
+# subsampled: a region that holds 0.1% of the draws keeps about 20 of them
+MAX_DISCOVERY_DRAWS = 20_000
 
 
 @phase("mode_search")
@@ -262,7 +265,8 @@ def discover_optima(target: Target, x, modes: Modes, random_seed=None) -> Modes:
 
     The draws ``x (..., ndim)`` (flat, of any inverse temperature: hot draws spread over the
     base, draws near the target sit in the modes) that lie beyond the ``FAR_QUANTILE``
-    ellipsoid of every known optimum's diagonal Laplace Gaussian are the starts, at most
+    ellipsoid of every known optimum's diagonal Laplace Gaussian (among ``MAX_DISCOVERY_DRAWS``
+    of them drawn at random, where the run has more) are the starts, at most
     ``N_DISCOVERY_STARTS`` of them spread by farthest-point selection; the optimisations run
     as in :func:`find_modes`, with the draws' spread standing for the prior's. While a round
     finds a new optimum, another starts from the draws far from every optimum found so far (at
@@ -287,6 +291,8 @@ def discover_optima(target: Target, x, modes: Modes, random_seed=None) -> Modes:
     flat = flat[np.all(np.isfinite(flat), axis=1)]
     spread = np.maximum(flat.std(axis=0), 1e-12)
     rng = np.random.default_rng(random_seed)
+    if len(flat) > MAX_DISCOVERY_DRAWS:
+        flat = flat[np.sort(rng.choice(len(flat), MAX_DISCOVERY_DRAWS, replace=False))]
     found = modes
     for _ in range(DISCOVERY_ROUNDS):
         variances = np.diagonal(found.cov, axis1=1, axis2=2)

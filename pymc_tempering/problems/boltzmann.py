@@ -23,6 +23,7 @@ __all__ = [
     "boltzmann_relaxation_truth",
     "boltzmann_variational_base",
     "problems",
+    "relaxation_machine",
     "relaxation_machines",
 ]
 
@@ -88,24 +89,45 @@ def boltzmann_relaxation(w: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def _enumerate_boltzmann(w, b, chunk_bits: int = 18):
-    """log Z_B, E[s] and E[s s^T] of a Boltzmann machine by enumerating its states, in chunks."""
+    """log Z_B, E[s] and E[s s^T] of a Boltzmann machine by enumerating its ``2^n`` states.
+
+    One pass over the states of the high ``n - chunk_bits`` units; for each, the energies of
+    all ``2^chunk_bits`` states of the low units are one matrix-vector product, and the sums
+    of the moments are accumulated against a running maximum of the energy, so memory stays
+    at one chunk (30 units: 2^12 chunks of 2^18 states).
+    """
     n = len(b)
     low = min(n, chunk_bits)
-    low_states = 1 - 2 * ((np.arange(2**low)[:, None] >> np.arange(low)) & 1).astype(float)
-    log_terms, first, second = [], np.zeros(n), np.zeros((n, n))
-    chunks = []
+    s_low = 1 - 2 * ((np.arange(2**low)[:, None] >> np.arange(low)) & 1).astype(float)
+    w_ll, w_lh, w_hh = w[:low, :low], w[:low, low:], w[low:, low:]
+    e_low = 0.5 * np.einsum("ij,jk,ik->i", s_low, w_ll, s_low) + s_low @ b[:low]
+    top = -np.inf  # the running maximum energy; every sum below is relative to exp(top)
+    total, p_low = 0.0, np.zeros(2**low)
+    first_high, cross, second_high = np.zeros(n - low), np.zeros((low, n - low)), np.zeros((n - low, n - low))
     for high in range(2 ** (n - low)):
-        hi_bits = 1 - 2 * ((high >> np.arange(n - low)) & 1).astype(float)
-        s = np.hstack([low_states, np.broadcast_to(hi_bits, (len(low_states), n - low))])
-        energy = 0.5 * np.einsum("ij,jk,ik->i", s, w, s) + s @ b
-        chunks.append((s, energy))
-        log_terms.append(logsumexp(energy))
-    log_zb = logsumexp(log_terms)
-    for s, energy in chunks:
-        p = np.exp(energy - log_zb)
-        first += p @ s
-        second += (s * p[:, None]).T @ s
-    return log_zb, first, second
+        s_h = 1 - 2 * ((high >> np.arange(n - low)) & 1).astype(float)
+        energy = e_low + s_low @ (w_lh @ s_h) + (0.5 * s_h @ w_hh @ s_h + b[low:] @ s_h)
+        peak = energy.max()
+        if peak > top:
+            scale = np.exp(top - peak)
+            total, p_low, first_high, cross, second_high = (
+                total * scale, p_low * scale, first_high * scale, cross * scale,
+                second_high * scale)
+            top = peak
+        p = np.exp(energy - top)
+        mass = p.sum()
+        total += mass
+        p_low += p
+        first_high += mass * s_h
+        cross += np.outer(s_low.T @ p, s_h)
+        second_high += mass * np.outer(s_h, s_h)
+    first = np.concatenate([s_low.T @ p_low, first_high]) / total
+    second = np.empty((n, n))
+    second[:low, :low] = (s_low * p_low[:, None]).T @ s_low
+    second[:low, low:] = cross
+    second[low:, :low] = cross.T
+    second[low:, low:] = second_high
+    return top + np.log(total), first, second / total
 
 
 def boltzmann_relaxation_truth(w, b, q, d) -> tuple[float, np.ndarray, np.ndarray]:
@@ -201,22 +223,24 @@ def relaxation_machines(n_units: int = 22, n_machines: int = 5, seed: int = RELA
                "run_seed": int(rng.integers(2**31))}
 
 
-def _relaxation_problem(k: int) -> Problem:
+def relaxation_machine(k: int, n_units: int = 22) -> dict:
+    """Machine ``k`` of :func:`relaxation_machines` (without its truth)."""
+    for i, m in enumerate(relaxation_machines(n_units, n_machines=k + 1, truths=False)):
+        if i == k:
+            return m
+    raise AssertionError(k)
+
+
+def _relaxation_problem(k: int, n_units: int = 22) -> Problem:
     """Machine ``k`` of :func:`relaxation_machines` in its proper-prior form (a marginal
     likelihood), with the variational base's errors among its moments (``base_*``)."""
 
-    def machine():
-        for i, m in enumerate(relaxation_machines(n_machines=k + 1, truths=False)):
-            if i == k:
-                return m
-        raise AssertionError(k)
-
     def build():
-        m = machine()
+        m = relaxation_machine(k, n_units)
         return boltzmann_relaxation_proper_model(m["q"], m["b"])[0]
 
     def truth():
-        m = machine()
+        m = relaxation_machine(k, n_units)
         log_z_flat, mean, cov = boltzmann_relaxation_truth(m["w"], m["b"], m["q"], m["d"])
         shift = boltzmann_relaxation_proper_model(m["q"], m["b"])[1]
         base = m["base"]
@@ -227,10 +251,15 @@ def _relaxation_problem(k: int) -> Problem:
             "base_cov_rmse": float(np.sqrt(np.mean((base.cov - cov) ** 2))),
         })
 
-    return Problem(f"relaxation_{k}", "boltzmann", build, truth,
-                   f"Boltzmann machine relaxation {k}: 22 units, x ~ N(0, I) and the cosh terms")
+    name = f"relaxation_{k}" if n_units == 22 else f"relaxation{n_units}_{k}"
+    return Problem(name, "boltzmann", build, truth,
+                   f"Boltzmann machine relaxation {k}: {n_units} units, x ~ N(0, I) and the "
+                   "cosh terms")
 
 
 def problems() -> list[Problem]:
-    """``relaxation_0`` to ``relaxation_4``: the benchmark's five 22-unit machines."""
-    return [_relaxation_problem(k) for k in range(5)]
+    """``relaxation_0`` to ``relaxation_4``: the benchmark's five 22-unit machines; and
+    ``relaxation30_0`` to ``relaxation30_4``: five 30-unit machines, the paper's size (their
+    truths enumerate 2^30 states, about a minute each)."""
+    return ([_relaxation_problem(k) for k in range(5)]
+            + [_relaxation_problem(k, 30) for k in range(5)])
