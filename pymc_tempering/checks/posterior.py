@@ -23,8 +23,10 @@ from pymc_tempering.summaries import weighted_summary
 __all__ = ["MAX_MODE_SE", "MIN_ESS_PER_CHAIN", "PosteriorCheck", "posterior_check"]
 
 #: Effective draws per chain below which weighted summaries are not reliable (``pm.sample`` warns
-#: below the same count).
+#: below the same count), for at most ``MIN_ESS_CHAINS`` chains: a run of more chains (continuous
+#: tempering's batched chains, many short ones) needs the effective draws of that many.
 MIN_ESS_PER_CHAIN = 100
+MIN_ESS_CHAINS = 4
 #: Largest standard error of a mode's probability in a reliable posterior: an error of 0.05 is
 #: then 2.5 standard errors.
 MAX_MODE_SE = 0.02
@@ -73,7 +75,8 @@ def posterior_check(idata: DataTree) -> PosteriorCheck:
       records marked ``answered_by_strata`` (a missed optimum, mass about an optimum). Each
       failed check's problem is repeated;
     - a posterior entry whose weighted mean is worth fewer than :data:`MIN_ESS_PER_CHAIN`
-      independent draws per chain (``ess_mean`` of :func:`weighted_summary`, which for a
+      independent draws per chain, of at most :data:`MIN_ESS_CHAINS` chains (``ess_mean`` of
+      :func:`weighted_summary`, which for a
       stratified result counts the modes' probabilities as known to their standard errors).
 
     The methods store the verdict in the result's ``attrs["posterior_reliable"]`` and
@@ -110,12 +113,12 @@ def posterior_check(idata: DataTree) -> PosteriorCheck:
         )
     chains = idata["posterior"].sizes["chain"]
     ess = weighted_summary(idata)["ess_mean"]
-    low = ess[ess < MIN_ESS_PER_CHAIN * chains]
+    low = ess[ess < MIN_ESS_PER_CHAIN * min(chains, MIN_ESS_CHAINS)]
     if len(low):
         problems.append(
             f"the weighted draws are worth fewer than {MIN_ESS_PER_CHAIN} independent draws "
-            f"per chain for {len(low)} of {len(ess)} posterior entries (fewest: "
-            f"{low.idxmin()}, {low.min():.0f} for {chains} chains; ess_mean in "
+            f"per chain (of at most {MIN_ESS_CHAINS}) for {len(low)} of {len(ess)} posterior "
+            f"entries (fewest: {low.idxmin()}, {low.min():.0f} for {chains} chains; ess_mean in "
             "pmt.weighted_summary): their weighted means are within mcse_mean, and their sds "
             "and intervals are about that imprecise. Run longer chains (draws) for posterior "
             "summaries"
