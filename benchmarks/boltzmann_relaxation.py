@@ -235,8 +235,10 @@ def summary(data: dict) -> list[dict]:
             "calibrated": sum(bool(r.get("calibrated")) for r in rs),
             "calibrated_flagged": sum(bool(r.get("calibrated")) and bool(r.get("evidence_problems"))
                                       for r in rs),
-            "off_and_reliable": sum(r.get("z") is not None and abs(r["z"]) > 3
-                                    and not r.get("evidence_problems") for r in rs),
+            # the flat forms have no evidence, so no verdict on one: their runs are not judged
+            "off_and_reliable": None if any(r["problem"].startswith("relaxation_flat_") for r in rs)
+            else sum(r.get("z") is not None and abs(r["z"]) > 3 and not r.get("evidence_problems")
+                     for r in rs),
             "rel_log_z_per_size": {units: _rel_rmse([r for r in rs if _units(r) == units])
                                    for units in sorted({_units(r) for r in rs})},
             "median_seconds": harness._median([r.get("seconds") for r in rs])})
@@ -269,8 +271,9 @@ def report(data: dict) -> None:
               f"| {by_units} | {r['mean_error']:+.3f} "
               f"| {', '.join(f'{v:.2f}' for v in r['rmse_per_machine'])} "
               f"| {_fmt(r['sd_z'], '.2f')} | {_fmt(r['max_abs_z'], '.2f')} "
-              f"| {r['calibrated']} of {r['runs']} | {r['calibrated_flagged']} "
-              f"| {r['off_and_reliable']} | {_fmt(r['median_seconds'], '.1f')} |")
+              f"| {r['calibrated']} of {r['runs']} "
+              f"| {_fmt(None if r['off_and_reliable'] is None else r['calibrated_flagged'], 'd')} "
+              f"| {_fmt(r['off_and_reliable'], 'd')} | {_fmt(r['median_seconds'], '.1f')} |")
 
 
 def plot(data: dict, path) -> None:
