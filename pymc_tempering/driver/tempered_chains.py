@@ -223,7 +223,8 @@ def sample_tempered_chains(
 def batched_sampling(target: Target, kind: str, chains: int, progressbar: bool = True):
     """The ``sample`` of an :class:`~pymc_tempering.extended.runner.ExtendedSampling` that runs
     :func:`sample_tempered_chains`: ``sample(state, draws, tune, seed, target_accept)`` for a
-    state with ``base`` and ``log_zeta`` (a :class:`~pymc_tempering.extended.tempered.Tempering`)."""
+    state with ``base`` and ``log_zeta``
+    (a :class:`~pymc_tempering.extended.tempered.Tempering`)."""
 
     def sample(state, draws, tune, seed, target_accept):
         return sample_tempered_chains(

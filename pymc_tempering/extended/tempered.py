@@ -248,9 +248,10 @@ def evidence_from_regions(lml, strata, trust_path: bool = False) -> tuple[tuple,
     (:func:`~pymc_tempering.checks.calibration.path_vouched`), and its error is then their
     spread, where regions cut around a few of thousands of optima miss mass (on a 22-unit
     Boltzmann machine relaxation, 128 batched chains gave 112.745 ± 0.062 by the path and
-    111.603 ± 0.099 by the regions, against the exact 112.779). Measured: on the sign flip with 1000 observations in
-    other units (modes of sd 0.015 at +-1.09, the base's sd 1.1) the path gave -6006.69 +-
-    0.27 and the regions -6008.344 +- 0.002 against quadrature's -6008.341; on a normal
+    111.603 ± 0.099 by the regions, against the exact 112.779). Measured: on the sign flip
+    with 1000 observations in other units (modes of sd 0.015 at +-1.09, the base's sd 1.1)
+    the path gave -6006.69 +- 0.27 and the regions -6008.344 +- 0.002 against quadrature's
+    -6008.341; on a normal
     mixture with free component scales the path was 1.15 nats high, 4.7 of its standard
     errors, where the regions agreed with two other seeds' runs to 0.01.
 

@@ -103,7 +103,8 @@ def _enumerate_boltzmann(w, b, chunk_bits: int = 18):
     e_low = 0.5 * np.einsum("ij,jk,ik->i", s_low, w_ll, s_low) + s_low @ b[:low]
     top = -np.inf  # the running maximum energy; every sum below is relative to exp(top)
     total, p_low = 0.0, np.zeros(2**low)
-    first_high, cross, second_high = np.zeros(n - low), np.zeros((low, n - low)), np.zeros((n - low, n - low))
+    first_high, cross = np.zeros(n - low), np.zeros((low, n - low))
+    second_high = np.zeros((n - low, n - low))
     for high in range(2 ** (n - low)):
         s_h = 1 - 2 * ((high >> np.arange(n - low)) & 1).astype(float)
         energy = e_low + s_low @ (w_lh @ s_h) + (0.5 * s_h @ w_hh @ s_h + b[low:] @ s_h)
