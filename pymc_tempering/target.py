@@ -346,15 +346,21 @@ class Target:
             points = np.ascontiguousarray(points, dtype=float)
             return [np.asarray(o, dtype=float) for o in fn(points, *index)]
 
+        call.seeded = bool(rngs)  # draws of its own: a function of random_seed
         return call
 
     def batched_logp_and_grad(self, random_seed=None, prior: bool = False, mode=None):
-        """``xs (n, ndim) -> (logp (n,), grad (n, ndim))``, compiled once per call of this.
+        """``xs (n, ndim) -> (logp (n,), grad (n, ndim))``.
 
         The one batched log density and gradient every driver uses (see
         :meth:`compile_batched` for minibatches, seeding and ``mode``); with ``prior``, the
-        prior's (:meth:`prior_logp_graph`).
+        prior's (:meth:`prior_logp_graph`). Compiled once per target, ``prior`` and ``mode``
+        where the graph draws nothing (no ``pm.Minibatch``, no other random generator), so
+        that ``random_seed`` changes nothing; else once per call of this.
         """
+        kept = self.__dict__.setdefault("_batched", {})
+        if (prior, mode) in kept:
+            return kept[prior, mode]
 
         def build(x, values):
             logp = self.prior_logp_graph(values) if prior else self.logp_graph(values)
@@ -367,6 +373,8 @@ class Target:
             logp, grad = fn(points)
             return logp, grad
 
+        if not fn.seeded:
+            kept[prior, mode] = logp_and_grad
         return logp_and_grad
 
     @cached_property

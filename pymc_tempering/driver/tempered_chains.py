@@ -56,7 +56,6 @@ from pymc_tempering.kernels.continuous import (
     joint_init,
     joint_step,
 )
-from pymc_tempering.per_model import PerModel
 from pymc_tempering.results import INVERSE_TEMPERATURE, TEMPERATURE_CONTROL
 from pymc_tempering.target import Target
 
@@ -90,7 +89,6 @@ BATCH_MAX_DIM = 100
 #: and JAX's is 4.9 times faster at 1024 (a 22-unit Boltzmann machine relaxation); on a GPU,
 #: JAX's default device, the same path runs there unchanged.
 JAX_MIN_CHAINS = 512
-_COMPILED = PerModel()
 
 
 def compile_mode(chains: int) -> str | None:
@@ -198,10 +196,7 @@ def sample_tempered_chains(
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}.")
     rng = np.random.default_rng(seed)
-    mode = compile_mode(chains)
-    logp_and_grad = _COMPILED.get(target.model, ("batched_logp_and_grad", mode),
-                                  lambda: target.batched_logp_and_grad(mode=mode))
-    evaluate = hmc.whitened_density(target, base, logp_and_grad=logp_and_grad)
+    evaluate = hmc.whitened_density(target, base, mode=compile_mode(chains))
     position = hmc.init(rng.standard_normal((chains, target.ndim)), evaluate)
     kernel = TemperingParams(float(log_zeta), 1.0, int(n_leapfrog), evaluate)
     state = gibbs_init(position, kernel, rng) if kind == "gibbs" else joint_init(position, rng)
@@ -258,13 +253,13 @@ def check_batched_chains(batched_chains, nuts_sampler=None, sample_kwargs=None) 
 
 
 def batched_chain_count(target: Target, base: Base, batched_chains: int | None,
-                        asks_nuts: bool = False) -> int:
+                        nuts_sampler=None, sample_kwargs=None) -> int:
     """How many batched chains a continuous tempering call runs; 0: PyMC's NUTS instead.
 
     ``batched_chains`` as :func:`check_batched_chains` passed it: a number is used as it is (0
     for NUTS); ``None`` chooses ``BATCH_CHAINS`` where the batched path pays, else 0, and 0
-    where the call asks for NUTS (``asks_nuts``: a ``nuts_sampler`` or :func:`pymc.sample`
-    keywords). It pays where the base's mode search is far from complete (the Good-Turing
+    where the call asks for NUTS (a ``nuts_sampler`` or :func:`pymc.sample` keywords in
+    ``sample_kwargs``). It pays where the base's mode search is far from complete (the Good-Turing
     chance that another of its runs finds a new optimum above
     :data:`~pymc_tempering.checks.UNSEEN_OPTIMA_LIMIT`): there the search cannot vouch for a
     run, and many independent chains can (:func:`~pymc_tempering.checks.calibrated`). Models
@@ -274,6 +269,7 @@ def batched_chain_count(target: Target, base: Base, batched_chains: int | None,
         return int(batched_chains)
     modes = base.modes
     incomplete = modes is not None and modes.unseen > UNSEEN_OPTIMA_LIMIT
+    asks_nuts = nuts_sampler is not None or bool(sample_kwargs)
     if asks_nuts or not incomplete or target.ndim > BATCH_MAX_DIM:
         return 0
     return BATCH_CHAINS

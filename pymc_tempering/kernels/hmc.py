@@ -39,6 +39,7 @@ __all__ = [
     "draw_momentum",
     "jittered",
     "select",
+    "metropolis",
     "HMCParams",
     "step",
     "adapt_log_step_size",
@@ -80,18 +81,17 @@ class TemperedState:
 
 
 def whitened_density(
-    target: Target, base: Base, random_seed=None, logp_and_grad=None
+    target: Target, base: Base, random_seed=None, mode=None
 ) -> Callable[[np.ndarray], TemperedState]:
     """The function ``z (n, ndim) -> TemperedState`` for a target and a Gaussian base.
 
     The target's log density and gradient come from :meth:`Target.batched_logp_and_grad
     <pymc_tempering.target.Target.batched_logp_and_grad>` (``random_seed`` seeds its
-    minibatches, if any), or from ``logp_and_grad`` where it is given (one compiled before).
-    Non-finite target log densities become ``-inf`` (with zero gradient), so a move into a
-    region where the model is undefined is rejected.
+    minibatches, if any; ``mode`` is its PyTensor mode). Non-finite target log densities
+    become ``-inf`` (with zero gradient), so a move into a region where the model is undefined
+    is rejected.
     """
-    if logp_and_grad is None:
-        logp_and_grad = target.batched_logp_and_grad(random_seed)
+    logp_and_grad = target.batched_logp_and_grad(random_seed, mode=mode)
     scale = base.scale_tril
     const = -float(np.sum(np.log(np.diag(scale)))) - 0.5 * base.ndim * np.log(2.0 * np.pi)
 
@@ -219,16 +219,21 @@ def step(
         h0 = -tempered_logp(state, beta) + 0.5 * np.sum(p**2, axis=-1)
         new, p = _leapfrog(state, p, beta, eps, int(params.n_leapfrog), params.evaluate)
         h1 = -tempered_logp(new, beta) + 0.5 * np.sum(p**2, axis=-1)
+    accept, acceptance_rate, diverging = metropolis(h0, h1, rng)
+    chosen = select(accept, new, state)
+    info = Info(acceptance_rate, diverging, energy=-tempered_logp(chosen, beta))
+    return chosen, info
+
+
+def metropolis(h0, h1, rng: np.random.Generator):
+    """The Metropolis test of trajectories from energy ``h0`` to ``h1`` (n,): which are
+    accepted, their acceptance probabilities ``min(1, exp(h0 - h1))``, and which diverged (a
+    non-finite end, or an energy error above :data:`MAX_ENERGY_ERROR`)."""
+    with np.errstate(invalid="ignore", over="ignore"):
         energy_error = np.where(np.isnan(h1 - h0), np.inf, h1 - h0)
         log_accept = np.minimum(0.0, -energy_error)
-    accept = np.log(rng.random(n)) < log_accept
-    chosen = select(accept, new, state)
-    info = Info(
-        acceptance_rate=np.exp(log_accept),
-        diverging=~np.isfinite(h1) | (energy_error > MAX_ENERGY_ERROR),
-        energy=-tempered_logp(chosen, beta),
-    )
-    return chosen, info
+    accept = np.log(rng.random(len(log_accept))) < log_accept
+    return accept, np.exp(log_accept), ~np.isfinite(h1) | (energy_error > MAX_ENERGY_ERROR)
 
 
 def adapt_log_step_size(log_step_size, acceptance_rate, target_accept: float, gain):
