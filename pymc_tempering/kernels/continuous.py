@@ -195,14 +195,8 @@ def joint_step(state: JointState, params: TemperingParams, rng) -> tuple[JointSt
             half = 0.5 if i == params.n_leapfrog - 1 else 1.0
             p, v = p + half * eps[:, None] * gz, v + half * eps * gu
         h1 = -_joint_logp(position, u, params.log_zeta) + 0.5 * (np.sum(p**2, axis=-1) + v**2)
-        error = np.where(np.isnan(h1 - h0), np.inf, h1 - h0)
-        log_accept = np.minimum(0.0, -error)
-    accept = np.log(rng.random(n)) < log_accept
+    accept, acceptance_rate, diverging = hmc.metropolis(h0, h1, rng)
     chosen = JointState(hmc.select(accept, position, state.position),
                         np.where(accept, u, state.u))
-    info = Info(
-        acceptance_rate=np.exp(log_accept),
-        diverging=~np.isfinite(h1) | (error > hmc.MAX_ENERGY_ERROR),
-        energy=-_joint_logp(chosen.position, chosen.u, params.log_zeta),
-    )
-    return chosen, info
+    energy = -_joint_logp(chosen.position, chosen.u, params.log_zeta)
+    return chosen, Info(acceptance_rate, diverging, energy)

@@ -88,7 +88,8 @@ def test_the_batched_path_is_chosen_where_the_mode_search_is_incomplete():
     assert batched_chain_count(small, incomplete, None) == BATCH_CHAINS
     assert batched_chain_count(small, complete, None) == 0
     assert batched_chain_count(small, SimpleNamespace(modes=None), None) == 0
-    assert batched_chain_count(small, incomplete, None, asks_nuts=True) == 0
+    assert batched_chain_count(small, incomplete, None, nuts_sampler="nutpie") == 0
+    assert batched_chain_count(small, incomplete, None, sample_kwargs={"cores": 1}) == 0
     assert batched_chain_count(large, incomplete, None) == 0
     assert batched_chain_count(small, complete, 16) == 16
 

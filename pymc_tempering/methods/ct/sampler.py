@@ -239,8 +239,7 @@ def sample_ct(
     pm_sample_kwargs(nuts_sampler, {**sample_kwargs, "target_accept": target_accept})
     batched_chains = check_batched_chains(batched_chains, nuts_sampler, sample_kwargs)
     target, base, log_zeta, seed = prepare_base(model, base, log_zeta, random_seed, progressbar)
-    batched = batched_chain_count(target, base, batched_chains,
-                                  nuts_sampler is not None or bool(sample_kwargs))
+    batched = batched_chain_count(target, base, batched_chains, nuts_sampler, sample_kwargs)
     if batched and bootstrap is None:  # a round of batched chains compiles nothing
         policy = replace(policy, bootstrap=BATCHED_BOOTSTRAP)
     sampling = tempering_sampling(

@@ -172,8 +172,7 @@ def sample_gibbs_ct(
     pm_sample_kwargs("pymc", sample_kwargs)  # refused here, if at all, not after the base fit
     batched_chains = check_batched_chains(batched_chains, nuts_sampler, sample_kwargs)
     target, base, log_zeta, seed = prepare_base(model, base, log_zeta, random_seed, progressbar)
-    batched = batched_chain_count(target, base, batched_chains,
-                                  nuts_sampler is not None or bool(sample_kwargs))
+    batched = batched_chain_count(target, base, batched_chains, nuts_sampler, sample_kwargs)
     x_cls = pm.NUTS if x_step == "nuts" else pm.HamiltonianMC
 
     def steps(gibbs_model, target_accept):
