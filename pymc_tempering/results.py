@@ -399,11 +399,15 @@ def flat_draws_from_result(idata: DataTree) -> np.ndarray:
 def constrained_draws(target: Target, x: np.ndarray) -> dict[str, np.ndarray]:
     """The model's constrained variables and deterministics at flat draws ``(..., ndim)``.
 
-    One call per draw of the function the :class:`Target` compiled with its log density: a
+    The flat draws split where the model has no transforms and no deterministics
+    (:attr:`~pymc_tempering.target.Target.values_are_variables`); otherwise one call per draw
+    of the function the :class:`Target` compiled with its log density: a
     batched function (the graph vectorised over draws) would cost a compilation of its own,
     far longer on a large model than the calls.
     """
     x = np.asarray(x, dtype=float)
+    if target.values_are_variables:  # nothing to map
+        return {name: value.copy() for name, value in target.named_values(x).items()}
     lead = x.shape[:-1]
     rows = [target.constrained(row) for row in x.reshape(-1, target.ndim)]
     # each variable's shape from the first draw; without draws, from one call at the origin
@@ -432,10 +436,7 @@ def draws_to_datatree(
         raise ValueError(f"Expected draws of shape (chain, draw, {target.ndim}), got {x.shape}.")
     coords, dims = coords_and_dims_for_inferencedata(target.model)
     posterior = constrained_draws(target, x)
-    values, start = {}, 0
-    for name, shape, size in zip(target.names, target.shapes, target.sizes, strict=True):
-        values[name] = x[..., start : start + size].reshape(x.shape[:2] + shape)
-        start += size
+    values = target.named_values(x)
     for name in target.transformed_names:
         posterior[name] = values[name]
     posterior.update(extra_posterior or {})

@@ -506,6 +506,22 @@ class Target:
         logp, grad = self._compiled[1](self._point(x))
         return float(logp), np.asarray(grad)
 
+    def named_values(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Flat points ``(..., ndim)`` split into the value variables, ``(..., *shape)`` each,
+        under their value names."""
+        x = np.asarray(x)
+        values, start = {}, 0
+        for name, shape, size in zip(self.names, self.shapes, self.sizes, strict=True):
+            values[name] = x[..., start : start + size].reshape(x.shape[:-1] + shape)
+            start += size
+        return values
+
+    @cached_property
+    def values_are_variables(self) -> bool:
+        """Whether the model's free variables and deterministics are its value variables: no
+        transforms and no deterministics, so the constrained draws are the flat ones split."""
+        return not self.transformed_names and not self.model.deterministics
+
     def constrained(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """Map one flat point to the model's named constrained variables and deterministics."""
         values = self._compiled[2](self._point(x))

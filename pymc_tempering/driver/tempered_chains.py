@@ -144,11 +144,10 @@ def _sampled(target: Target, x: np.ndarray, temperature: dict, stats: dict) -> D
     chains, draws = x.shape[:2]
     dims = ("chain", "draw")
     coords = {"chain": np.arange(chains), "draw": np.arange(draws)}
-    post, start = {}, 0
-    for name, shape, size in zip(target.names, target.shapes, target.sizes, strict=True):
-        value = x[..., start:start + size].reshape(chains, draws, *shape)
-        post[name] = (dims + tuple(f"{name}_dim_{i}" for i in range(len(shape))), value)
-        start += size
+    post = {
+        name: (dims + tuple(f"{name}_dim_{i}" for i in range(value.ndim - 2)), value)
+        for name, value in target.named_values(x).items()
+    }
     post.update({name: (dims, value) for name, value in temperature.items()})
     return DataTree.from_dict({
         "/posterior": xr.Dataset(post, coords=coords),

@@ -129,6 +129,7 @@ def _stats(chains, draws):
 
 def test_constrained_draws_and_datatree(target):
     x = np.array([[[0.1, -0.3], [1.0, 0.5]]])  # (chain, draw, ndim)
+    assert not target.values_are_variables  # a log transform and a deterministic
     named = constrained_draws(target, x)
     np.testing.assert_allclose(named["s"], np.exp(x[..., 1]))
     np.testing.assert_allclose(named["mu_twice"], 2 * x[..., 0])
@@ -136,6 +137,24 @@ def test_constrained_draws_and_datatree(target):
     assert {"mu", "s", "mu_twice", "s_log__"} <= set(tree["posterior"].data_vars)
     with pytest.raises(ValueError, match="shape"):
         draws_to_datatree(target, x[0])
+
+
+def test_constrained_draws_without_transforms_split_the_flat_draws():
+    import pymc as pm
+
+    with pm.Model() as model:
+        pm.Normal("a", shape=(2, 3))
+        pm.Normal("b")
+    target = pmt.Target(model)
+    assert target.values_are_variables
+    x = np.random.default_rng(0).normal(size=(2, 4, 7))
+    named = constrained_draws(target, x)
+    np.testing.assert_array_equal(named["a"], x[..., :6].reshape(2, 4, 2, 3))
+    np.testing.assert_array_equal(named["b"], x[..., 6])
+    # the same as the compiled function's, draw by draw
+    np.testing.assert_allclose(named["a"][1, 2], target.constrained(x[1, 2])["a"])
+    x[0, 0, 0] = 99.0  # the result does not share the caller's array
+    assert named["a"][0, 0, 0, 0] != 99.0
 
 
 @pytest.mark.filterwarnings("ignore::pymc_tempering.TemperingWarning")  # a short run's verdicts
