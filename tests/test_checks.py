@@ -269,3 +269,20 @@ def test_a_path_of_agreeing_batches_is_reported_where_the_regions_disagree():
     lml = (1.4, 0.2, np.zeros(64))
     reported, attrs = evidence_from_regions(lml, strata, trust_path=True)
     assert reported == lml and attrs["log_marginal_likelihood_regions"] == pytest.approx(0.0)
+
+
+def test_missed_optima_over_blocks_of_draws():
+    from pymc_tempering.checks.registry import NEAREST_BLOCK, missed_optima
+
+    rng = np.random.default_rng(0)
+    points = 3.0 * rng.normal(size=(5, 3))
+    # draws near the first four optima only, more than one block of them
+    near = rng.integers(0, 4, size=2 * NEAREST_BLOCK + 17)
+    flat = points[near] + 0.01 * rng.normal(size=(len(near), 3))
+    missed, mass = missed_optima(points, np.zeros(5), flat, np.ones(3))
+    np.testing.assert_array_equal(missed, [False, False, False, False, True])
+    assert mass == pytest.approx(0.2)
+    # weights that put (almost) nothing on the draws near the first optimum miss it too
+    log_weight = np.where(near == 0, -50.0, 0.0)
+    missed, _ = missed_optima(points, np.zeros(5), flat, np.ones(3), log_weight)
+    np.testing.assert_array_equal(missed, [True, False, False, False, True])

@@ -407,6 +407,9 @@ def _chain_agreement(run: Run) -> Finding:
 # ---------------------------------------------------------------------------------------------
 
 
+NEAREST_BLOCK = 8192  # draws per block of the nearest-optimum search
+
+
 def missed_optima(points, log_mass, flat, scale, log_weight=None) -> tuple[np.ndarray, float]:
     """The optima ``points (k, ndim)`` that the flat draws ``(n, ndim)`` never came near.
 
@@ -419,9 +422,15 @@ def missed_optima(points, log_mass, flat, scale, log_weight=None) -> tuple[np.nd
     lw = np.zeros(len(flat)) if log_weight is None else np.asarray(log_weight, dtype=float)
     z = np.asarray(flat, dtype=float) / scale
     centres = np.asarray(points, dtype=float) / scale
-    dist2 = (z**2).sum(1)[:, None] - 2 * z @ centres.T + (centres**2).sum(1)[None, :]
+    # the nearest centre minimises |c|^2 - 2 z . c; in blocks of draws, so that the (draws,
+    # optima) matrix stays small (128,000 draws and 300 optima: 1.1 s whole, 0.2 s in blocks)
+    norm2 = (centres**2).sum(1)
+    nearest = np.concatenate([
+        np.argmin(norm2 - 2 * block @ centres.T, axis=1) for block in np.split(
+            z, np.arange(NEAREST_BLOCK, len(z), NEAREST_BLOCK))
+    ])
     w = np.exp(lw - lw.max())
-    share = np.bincount(np.argmin(dist2, axis=1), weights=w / w.sum(), minlength=len(centres))
+    share = np.bincount(nearest, weights=w / w.sum(), minlength=len(centres))
     expected = np.exp(log_mass - np.logaddexp.reduce(log_mass))
     missed = (expected * kish_ess(lw) >= 10) & (share < 0.1 * expected)
     return missed, float(expected[missed].sum())
