@@ -61,6 +61,7 @@ from pymc_tempering.target import Target
 
 __all__ = [
     "KINDS",
+    "BATCH_BOOTSTRAP",
     "BATCH_CHAINS",
     "BATCH_MAX_DIM",
     "BATCH_TUNE",
@@ -75,6 +76,14 @@ __all__ = [
 KINDS = ("gibbs", "joint")
 #: Chains of the batched path where :func:`batched_chain_count` chooses it.
 BATCH_CHAINS = 128
+#: Bootstrap rounds before the final run of batched chains, where the call gives none: each
+#: refits the base and log zeta to the weighted draws of its chains. Measured on Boltzmann
+#: machine relaxations: with joint CT on 22 units, the final run's standard error of log Z
+#: was 0.07 to 0.20 after one round and 0.06 to 0.08 after two, in about the same time; with
+#: Gibbs CT on 30 units (3 machines x 2 seeds), 0.19 to 0.38 (errors -0.05 to -0.48 nats)
+#: after one round and 0.06 to 0.16 (errors -0.10 to +0.04) after two, in the same median
+#: time.
+BATCH_BOOTSTRAP = 2
 #: The most warm-up iterations of a run of batched chains: the warm-up adapts one step size,
 #: and each chain starts from a draw of the base, already near equilibrium at beta = 0
 #: (measured on 22-unit Boltzmann machine relaxations: 100, 250 and 1000 iterations gave

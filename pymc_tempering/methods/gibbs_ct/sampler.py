@@ -10,6 +10,7 @@ runs of joint continuous tempering (:mod:`pymc_tempering.extended.rounds`).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pymc as pm
 
@@ -21,6 +22,7 @@ from pymc_tempering.contract import (
     seed_attrs,
 )
 from pymc_tempering.driver.tempered_chains import (
+    BATCH_BOOTSTRAP,
     batched_chain_count,
     batched_sampling,
     check_batched_chains,
@@ -84,7 +86,7 @@ def sample_gibbs_ct(
     progressbar: bool = True,
     base: Base | None = None,
     log_zeta: float | None = None,
-    bootstrap: int = 1,
+    bootstrap: int | None = None,
     bootstrap_draws: int = 500,
     target_accept: float | None = None,
     max_extensions: int = 2,
@@ -112,8 +114,9 @@ def sample_gibbs_ct(
         As in :func:`~pymc_tempering.sample_ct`.
     bootstrap, bootstrap_draws : int
         Bootstrap rounds before the final run and their length, as in
-        :func:`~pymc_tempering.sample_ct`. One round by default here: PyMC's own sampler
-        compiles the model cheaply, so a round costs only its draws.
+        :func:`~pymc_tempering.sample_ct`. By default one round here (PyMC's own sampler
+        compiles the model cheaply, so a round costs only its draws), and two before batched
+        chains (:data:`~pymc_tempering.driver.tempered_chains.BATCH_BOOTSTRAP`).
     target_accept : float, optional
         Of the step method for ``x``; default 0.9 for NUTS (as in
         :func:`~pymc_tempering.sample_ct`) and PyMC's 0.65 for HMC.
@@ -167,12 +170,15 @@ def sample_gibbs_ct(
         target_accept = 0.9 if x_step == "nuts" else 0.65  # PyMC's HMC default
     # checked when made, before the base fit
     policy = BootstrapPolicy(
-        bootstrap, bootstrap_draws, target_accept, max_extensions, target_se, max_time
+        1 if bootstrap is None else bootstrap, bootstrap_draws, target_accept, max_extensions,
+        target_se, max_time,
     )
     pm_sample_kwargs("pymc", sample_kwargs)  # refused here, if at all, not after the base fit
     batched_chains = check_batched_chains(batched_chains, nuts_sampler, sample_kwargs)
     target, base, log_zeta, seed = prepare_base(model, base, log_zeta, random_seed, progressbar)
     batched = batched_chain_count(target, base, batched_chains, nuts_sampler, sample_kwargs)
+    if batched and bootstrap is None:
+        policy = replace(policy, bootstrap=BATCH_BOOTSTRAP)
     x_cls = pm.NUTS if x_step == "nuts" else pm.HamiltonianMC
 
     def steps(gibbs_model, target_accept):
