@@ -399,15 +399,15 @@ def flat_draws_from_result(idata: DataTree) -> np.ndarray:
 def constrained_draws(target: Target, x: np.ndarray) -> dict[str, np.ndarray]:
     """The model's constrained variables and deterministics at flat draws ``(..., ndim)``.
 
-    The flat draws split where the model has no transforms and no deterministics
-    (:attr:`~pymc_tempering.target.Target.values_are_variables`); otherwise one call per draw
+    The flat draws split (:meth:`~pymc_tempering.target.Target.unravel`) where the model has no
+    transforms and no deterministics; otherwise one call per draw
     of the function the :class:`Target` compiled with its log density: a
     batched function (the graph vectorised over draws) would cost a compilation of its own,
     far longer on a large model than the calls.
     """
     x = np.asarray(x, dtype=float)
-    if target.values_are_variables:  # nothing to map
-        return {name: value.copy() for name, value in target.named_values(x).items()}
+    if not target.transformed_names and not target.model.deterministics:  # nothing to map
+        return {name: value.copy() for name, value in target.unravel(x).items()}
     lead = x.shape[:-1]
     rows = [target.constrained(row) for row in x.reshape(-1, target.ndim)]
     # each variable's shape from the first draw; without draws, from one call at the origin
@@ -436,7 +436,7 @@ def draws_to_datatree(
         raise ValueError(f"Expected draws of shape (chain, draw, {target.ndim}), got {x.shape}.")
     coords, dims = coords_and_dims_for_inferencedata(target.model)
     posterior = constrained_draws(target, x)
-    values = target.named_values(x)
+    values = target.unravel(x)
     for name in target.transformed_names:
         posterior[name] = values[name]
     posterior.update(extra_posterior or {})

@@ -13,7 +13,7 @@ import numpy as np
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
-from pymc.blocking import DictToArrayBijection, RaveledVars
+from pymc.blocking import DictToArrayBijection
 from pymc.data import MinibatchIndexRV, MinibatchOp
 from pymc.logprob.utils import local_check_parameter_to_ninf_switch
 from pymc.model import modelcontext
@@ -172,14 +172,6 @@ class Target:
         ]
 
     # ------------------------------------------------------------------ symbolic interface
-    def unravel_graph(self, x: pt.TensorVariable) -> dict[str, pt.TensorVariable]:
-        """Split a symbolic flat vector into named value tensors with the model's shapes."""
-        values, start = {}, 0
-        for name, shape, size in zip(self.names, self.shapes, self.sizes, strict=True):
-            values[name] = x[start : start + size].reshape(shape)
-            start += size
-        return values
-
     def replace_values(self, outputs, values: Mapping[str, pt.TensorVariable]):
         """``outputs`` (graphs of the model's value variables) at symbolic named ``values``."""
         replace = {v: pt.as_tensor(values[v.name]).astype(v.dtype) for v in self.value_vars}
@@ -240,7 +232,7 @@ class Target:
         """The batched log density and its gradient at a placeholder matrix, built once."""
         x = pt.vector("x", dtype="float64")
         xs = pt.matrix("xs_template", dtype="float64")
-        lp = vectorize_graph(self.logp_graph(self.unravel_graph(x)), replace={x: xs})
+        lp = vectorize_graph(self.logp_graph(self.unravel(x)), replace={x: xs})
         return xs, lp, pt.grad(pt.sum(lp), xs)
 
     def batched_logp_graph(self, xs: pt.TensorVariable) -> pt.TensorVariable:
@@ -304,7 +296,7 @@ class Target:
         has one; None: PyTensor's default).
         """
         x = pt.vector("x", dtype="float64")
-        outputs = build(x, self.unravel_graph(x))
+        outputs = build(x, self.unravel(x))
         xs = pt.matrix("xs", dtype="float64")
         outputs = vectorize_graph(list(outputs), replace={x: xs})
         inputs, draws = [xs], []
@@ -446,9 +438,17 @@ class Target:
             {name: np.asarray(point[name]) for name in self.names}
         ).data.astype(float)
 
-    def unravel(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        """Split a flat vector into a dict of unconstrained values."""
-        return DictToArrayBijection.rmap(RaveledVars(self._point(x), self._point_map_info))
+    def unravel(self, x) -> dict:
+        """Split flat points ``(..., ndim)``, or a symbolic flat vector, into the unconstrained
+        values, ``(..., *shape)`` each, by value-variable name."""
+        if not isinstance(x, pt.TensorVariable):
+            x = np.asarray(x)
+            if x.shape[-1:] != (self.ndim,):
+                raise ValueError(f"Expected flat points of length {self.ndim}, got {x.shape}.")
+        lead = () if isinstance(x, pt.TensorVariable) else x.shape[:-1]
+        bounds = np.cumsum([0, *self.sizes])
+        return {name: x[..., a:b].reshape(lead + shape) for name, shape, a, b
+                in zip(self.names, self.shapes, bounds[:-1], bounds[1:], strict=True)}
 
     @cached_property
     @phase("compile")
@@ -468,12 +468,12 @@ class Target:
 
     def _compile(self):
         x = pt.vector("x", dtype="float64")
-        logp = self.logp_graph(self.unravel_graph(x))
+        logp = self.logp_graph(self.unravel(x))
         grad = pytensor.grad(logp, x)
         logp, grad = _data_as_shared([logp, grad])
         logp_fn = pytensor.function([x], logp)
         logp_grad_fn = pytensor.function([x], [logp, grad])
-        constrained = self.constrained_graph(self.unravel_graph(x))
+        constrained = self.constrained_graph(self.unravel(x))
         constrained_fn = pytensor.function([x], list(constrained.values()))
         for fn in (logp_fn, logp_grad_fn, constrained_fn):
             # the methods below pass contiguous float64 vectors of length ndim: PyTensor's
@@ -505,22 +505,6 @@ class Target:
         """Log density and its gradient at one flat point."""
         logp, grad = self._compiled[1](self._point(x))
         return float(logp), np.asarray(grad)
-
-    def named_values(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        """Flat points ``(..., ndim)`` split into the value variables, ``(..., *shape)`` each,
-        under their value names."""
-        x = np.asarray(x)
-        values, start = {}, 0
-        for name, shape, size in zip(self.names, self.shapes, self.sizes, strict=True):
-            values[name] = x[..., start : start + size].reshape(x.shape[:-1] + shape)
-            start += size
-        return values
-
-    @cached_property
-    def values_are_variables(self) -> bool:
-        """Whether the model's free variables and deterministics are its value variables: no
-        transforms and no deterministics, so the constrained draws are the flat ones split."""
-        return not self.transformed_names and not self.model.deterministics
 
     def constrained(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """Map one flat point to the model's named constrained variables and deterministics."""

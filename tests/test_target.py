@@ -39,6 +39,11 @@ def test_ravel_roundtrip(normal_model):
     np.testing.assert_array_equal(target.ravel(point), x)
     with pytest.raises(ValueError, match="length 2"):
         target.unravel(np.zeros(3))
+    # many points at once: the same split per point
+    xs = np.arange(12.0).reshape(2, 3, 2)
+    many = target.unravel(xs)
+    assert many["mu"].shape == (2, 3)
+    np.testing.assert_array_equal(many["s_log__"][1, 2], target.unravel(xs[1, 2])["s_log__"])
 
 
 def test_refuses_discrete(discrete_model):

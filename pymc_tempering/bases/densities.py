@@ -453,7 +453,7 @@ class MixtureBase:
         if self.prior is not None:
             target = self.prior.target
             values = (
-                target.unravel_graph(x)
+                target.unravel(x)
                 if isinstance(x, pt.TensorVariable)
                 else dict(zip(target.names, x, strict=True))
             )

@@ -155,7 +155,7 @@ def _sampled(target: Target, x: np.ndarray, temperature: dict, stats: dict) -> D
     coords = {"chain": np.arange(chains), "draw": np.arange(draws)}
     post = {
         name: (dims + tuple(f"{name}_dim_{i}" for i in range(value.ndim - 2)), value)
-        for name, value in target.named_values(x).items()
+        for name, value in target.unravel(x).items()
     }
     post.update({name: (dims, value) for name, value in temperature.items()})
     return DataTree.from_dict({
