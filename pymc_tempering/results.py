@@ -400,10 +400,10 @@ def constrained_draws(target: Target, x: np.ndarray) -> dict[str, np.ndarray]:
     """The model's constrained variables and deterministics at flat draws ``(..., ndim)``.
 
     The flat draws split (:meth:`~pymc_tempering.target.Target.unravel`) where the model has no
-    transforms and no deterministics; otherwise one call per draw
-    of the function the :class:`Target` compiled with its log density: a
-    batched function (the graph vectorised over draws) would cost a compilation of its own,
-    far longer on a large model than the calls.
+    transforms and no deterministics; otherwise one call per draw of the function the
+    :class:`Target` compiled with its log density: a batched function (the graph vectorised
+    over draws) would cost a compilation of its own, far longer on a large model than the
+    calls.
     """
     x = np.asarray(x, dtype=float)
     if not target.transformed_names and not target.model.deterministics:  # nothing to map

@@ -80,9 +80,8 @@ BATCH_CHAINS = 128
 #: refits the base and log zeta to the weighted draws of its chains. Measured on Boltzmann
 #: machine relaxations: with joint CT on 22 units, the final run's standard error of log Z
 #: was 0.07 to 0.20 after one round and 0.06 to 0.08 after two, in about the same time; with
-#: Gibbs CT on 30 units (3 machines x 2 seeds), 0.19 to 0.38 (errors -0.05 to -0.48 nats)
-#: after one round and 0.06 to 0.16 (errors -0.10 to +0.04) after two, in the same median
-#: time.
+#: Gibbs CT on 30 units (3 machines x 2 seeds), log Z's RMSE was 0.27 nats (errors -0.54 to
+#: -0.05) after one round in a median 10 s, and 0.075 (-0.10 to +0.14) after two in 13 s.
 BATCH_BOOTSTRAP = 2
 #: The most warm-up iterations of a run of batched chains: the warm-up adapts one step size,
 #: and each chain starts from a draw of the base, already near equilibrium at beta = 0
