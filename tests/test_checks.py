@@ -286,3 +286,13 @@ def test_missed_optima_over_blocks_of_draws():
     log_weight = np.where(near == 0, -50.0, 0.0)
     missed, _ = missed_optima(points, np.zeros(5), flat, np.ones(3), log_weight)
     np.testing.assert_array_equal(missed, [True, False, False, False, True])
+
+
+def test_search_incomplete_above_the_unseen_limit():
+    from types import SimpleNamespace
+
+    from pymc_tempering.checks import UNSEEN_OPTIMA_LIMIT, search_incomplete
+
+    assert not search_incomplete(None)  # no search: nothing to vouch or not
+    assert not search_incomplete(SimpleNamespace(unseen=UNSEEN_OPTIMA_LIMIT))
+    assert search_incomplete(SimpleNamespace(unseen=UNSEEN_OPTIMA_LIMIT + 0.01))

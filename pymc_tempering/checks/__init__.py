@@ -36,6 +36,7 @@ from pymc_tempering.checks.registry import (
     missed_modes,
     missed_optima,
     precision_goal,
+    search_incomplete,
 )
 from pymc_tempering.checks.run import Run
 
@@ -61,4 +62,5 @@ __all__ = [
     "missed_optima",
     "posterior_check",
     "precision_goal",
+    "search_incomplete",
 ]

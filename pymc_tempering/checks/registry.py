@@ -43,6 +43,7 @@ __all__ = [
     "missed_modes",
     "missed_optima",
     "precision_goal",
+    "search_incomplete",
 ]
 
 MISSED_MASS_LIMIT = 0.05  # Laplace share of the optima that the weighted draws never reached
@@ -53,6 +54,13 @@ FUNNEL_Z = 2.5
 # Good-Turing chance that a new run of the base's mode search finds an optimum not found yet
 # (Modes.unseen) above which the search is too incomplete to vouch for the estimate
 UNSEEN_OPTIMA_LIMIT = 0.5
+
+
+def search_incomplete(modes) -> bool:
+    """Whether a base's mode search (its :class:`~pymc_tempering.bases.Modes`, or None: no
+    search) is too incomplete to vouch for a run: its unseen share above
+    :data:`UNSEEN_OPTIMA_LIMIT`."""
+    return modes is not None and modes.unseen > UNSEEN_OPTIMA_LIMIT
 
 
 # ---------------------------------------------------------------------------------------------

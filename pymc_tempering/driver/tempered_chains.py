@@ -37,7 +37,6 @@ level; 128 keeps 8 batches of 16 chains for the calibration check
 from __future__ import annotations
 
 import importlib.util
-
 from typing import NamedTuple
 
 import numpy as np
@@ -45,7 +44,7 @@ import xarray as xr
 from xarray import DataTree
 
 from pymc_tempering.bases import Base
-from pymc_tempering.checks import UNSEEN_OPTIMA_LIMIT
+from pymc_tempering.checks import search_incomplete
 from pymc_tempering.driver.loop import run_kernel
 from pymc_tempering.kernels import hmc
 from pymc_tempering.kernels.continuous import (
@@ -274,9 +273,7 @@ def batched_chain_count(target: Target, base: Base, batched_chains: int | None,
     """
     if batched_chains is not None:
         return int(batched_chains)
-    modes = base.modes
-    incomplete = modes is not None and modes.unseen > UNSEEN_OPTIMA_LIMIT
     asks_nuts = nuts_sampler is not None or bool(sample_kwargs)
-    if asks_nuts or not incomplete or target.ndim > BATCH_MAX_DIM:
+    if asks_nuts or not search_incomplete(base.modes) or target.ndim > BATCH_MAX_DIM:
         return 0
     return BATCH_CHAINS

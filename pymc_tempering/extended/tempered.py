@@ -21,7 +21,7 @@ from scipy.special import expit, logsumexp
 
 from pymc_tempering.bases import Base, check_base, discover_optima, gaussian_logp_graph
 from pymc_tempering.bases.densities import ELEMENTWISE_MAX_DIM
-from pymc_tempering.checks import UNSEEN_OPTIMA_LIMIT
+from pymc_tempering.checks import search_incomplete
 from pymc_tempering.checks.calibration import path_vouched
 from pymc_tempering.contract import split_seed
 from pymc_tempering.coverage import COVERAGE, coverage_group, mass_beyond_draws
@@ -203,7 +203,7 @@ def ct_result(
     # weights are the posterior; strata cut around a few of thousands of optima are not
     vouched = path_vouched(log_w1, log_w0)
     strata = None
-    if not (vouched and base.modes is not None and base.modes.unseen > UNSEEN_OPTIMA_LIMIT):
+    if not (vouched and search_incomplete(base.modes)):
         strata = stratify_by_modes(target, x, log_w1, hot, base.modes, random_seed)
     if strata is not None:
         log_w1 = strata.log_weight
