@@ -441,11 +441,12 @@ class Target:
     def unravel(self, x) -> dict:
         """Split flat points ``(..., ndim)``, or a symbolic flat vector, into the unconstrained
         values, ``(..., *shape)`` each, by value-variable name."""
+        lead = ()  # a symbolic vector: one point
         if not isinstance(x, pt.TensorVariable):
             x = np.asarray(x)
             if x.shape[-1:] != (self.ndim,):
                 raise ValueError(f"Expected flat points of length {self.ndim}, got {x.shape}.")
-        lead = () if isinstance(x, pt.TensorVariable) else x.shape[:-1]
+            lead = x.shape[:-1]
         bounds = np.cumsum([0, *self.sizes])
         return {name: x[..., a:b].reshape(lead + shape) for name, shape, a, b
                 in zip(self.names, self.shapes, bounds[:-1], bounds[1:], strict=True)}
